@@ -1,0 +1,106 @@
+# peakscope build. `make` builds everything; `make run` records the embedded
+# LoRA training step and reports it; `make test` runs every test.
+# Folders hold their sources; adding a .cc to a folder adds it to the build.
+
+BUILD      ?= build
+CXX        ?= g++
+PYTHON     ?= /usr/bin/python3
+OPT        ?= -O2
+CXXFLAGS   ?= $(OPT) -g
+WARN       := -Wall -Wextra -Wno-missing-field-initializers
+CPPFLAGS   := -I. -MMD -MP
+CXXSTD     := -std=c++20
+JOBS       ?= $(shell nproc)
+
+# The preloaded library: hooks and recorder only. No libstdc++ beyond headers,
+# no exceptions, no RTTI; it must not link traces readers, estimator or tools.
+PRELOAD_SRCS := $(wildcard runtime/*.cc) $(wildcard interpose/*.cc) traces/crc32c.cc
+PRELOAD_FLAGS := -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden -ftls-model=initial-exec \
+                 -fno-stack-protector -fno-threadsafe-statics -DPSC_PRELOAD
+TRACES_SRCS    := $(filter-out traces/crc32c.cc,$(wildcard traces/*.cc)) traces/crc32c.cc
+ESTIMATOR_SRCS := $(wildcard estimator/*.cc)
+TOOL_SRCS      := $(filter-out tools/main.cc,$(wildcard tools/*.cc))
+UNIT_SRCS      := $(wildcard tests/unit/*.cc)
+BENCH_SRCS     := $(wildcard tests/bench/*.cc)
+PROGRAM_SRCS   := $(wildcard tests/programs/*.cc)
+
+obj = $(patsubst %.cc,$(BUILD)/$(1)/%.o,$(2))
+
+PRELOAD_OBJS   := $(call obj,preload,$(PRELOAD_SRCS))
+LIB_OBJS       := $(call obj,lib,$(TRACES_SRCS) $(ESTIMATOR_SRCS) $(TOOL_SRCS))
+UNIT_OBJS      := $(call obj,lib,$(UNIT_SRCS))
+BENCH_OBJS     := $(call obj,lib,$(BENCH_SRCS))
+PROGRAMS       := $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(PROGRAM_SRCS))
+
+PRELOAD := $(BUILD)/libpeakscope_preload.so
+LIBPSC  := $(BUILD)/libpeakscope.a
+CLI     := $(BUILD)/peakscope
+UNIT    := $(BUILD)/unit_tests
+BENCH   := $(BUILD)/benchmarks
+DEPS_STAMP := $(BUILD)/.deps-build
+
+.PHONY: all deps deps-torch run test unit integration python-tests bench lint format clean
+all: $(PRELOAD) $(CLI) $(PROGRAMS)
+
+# ---- dependencies (installed on demand, quiet when present) -------------------
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@tools/ensure-deps build
+	@mkdir -p $(BUILD) && touch $@
+deps-torch:
+	@tools/ensure-deps torch
+
+# ---- objects ------------------------------------------------------------------
+$(BUILD)/preload/%.o: %.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $(PRELOAD_FLAGS) -c $< -o $@
+
+$(BUILD)/lib/%.o: %.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@
+
+# ---- products -----------------------------------------------------------------
+# Linked with gcc, not g++: the injected library needs no libstdc++ at run time.
+$(PRELOAD): $(PRELOAD_OBJS)
+	$(CC) -shared -o $@ $^ -Wl,--no-undefined -Wl,-z,nodelete -ldl -lpthread -lc
+
+$(LIBPSC): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(CLI): $(BUILD)/lib/tools/main.o $(LIBPSC) $(PRELOAD)
+	$(CXX) -o $@ $(BUILD)/lib/tools/main.o $(LIBPSC) -lfmt -lsqlite3 -lpthread
+
+$(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $< -o $@ -lpthread -ldl
+
+$(UNIT): $(UNIT_OBJS) $(LIBPSC)
+	$(CXX) -o $@ $(UNIT_OBJS) $(LIBPSC) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
+
+$(BENCH): $(BENCH_OBJS) $(LIBPSC)
+	$(CXX) -o $@ $(BENCH_OBJS) $(LIBPSC) -lbenchmark -lfmt -lsqlite3 -lpthread
+
+# ---- the two promised commands -------------------------------------------------
+run: all deps-torch
+	@tools/run-default
+
+test: all $(UNIT) deps-torch
+	@tools/run-tests
+
+unit: $(UNIT)
+	$(UNIT)
+
+bench: all $(BENCH)
+	@tools/run-bench
+
+lint:
+	@tools/lint
+
+format:
+	@clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

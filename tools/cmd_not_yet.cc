@@ -1,0 +1,21 @@
+// Subcommands that later work will fill in. Each says so plainly and exits 2,
+// rather than pretending to succeed.
+#include "tools/commands.h"
+
+namespace psc::cli {
+namespace {
+[[noreturn]] void not_yet(const char* what) {
+  throw UsageError(std::string(what) + " is not implemented yet in this version of peakscope");
+}
+}  // namespace
+
+int cmd_export(int, char**) { not_yet("export"); }
+int cmd_import(int, char**) { not_yet("import"); }
+int cmd_calibrate(int, char**) { not_yet("calibrate"); }
+int cmd_check(int, char**) { not_yet("check"); }
+int cmd_price(int, char**) { not_yet("price"); }
+int cmd_replay(int, char**) { not_yet("replay"); }
+int cmd_record(int, char**) { not_yet("record"); }
+int cmd_report(int, char**) { not_yet("report"); }
+
+}  // namespace psc::cli

@@ -1,0 +1,94 @@
+// The one reader of .pstrace files. Streams a trace chunk by chunk and hands
+// events to a visitor in batches, in file order (which is global sequence order:
+// the recorder's writer merges threads before encoding). Every consumer —
+// report, exporters, importers' round trips, calibration — reads through here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/event.h"
+#include "traces/format.h"
+
+namespace psc {
+
+// A file that is not a readable trace at all (missing, bad header, newer format).
+// Tools turn it into exit code 2 with the file and byte offset.
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(std::string path, uint64_t offset, const std::string& reason);
+  const std::string& path() const { return path_; }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::string path_;
+  uint64_t offset_;
+};
+
+struct ThreadInfo {
+  uint32_t index = 0;
+  uint64_t os_tid = 0;
+  std::string name;
+};
+
+// What the reader has learnt so far besides events.
+struct TraceMeta {
+  std::string path;
+  format::FileHeader header{};
+  std::vector<std::string> strings{""};  // indexed by StringId; 0 is ""
+  std::vector<ThreadInfo> threads;       // indexed by thread index (gaps have empty names)
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  uint64_t late_events = 0;
+  std::string command;
+  bool clean_end = false;  // the recorder closed the file (no crash, no kill)
+
+  std::string_view string(StringId id) const {
+    return id.value < strings.size() ? std::string_view(strings[id.value]) : std::string_view();
+  }
+  uint64_t dropped_total() const;
+};
+
+// How far the reader got. A truncated or corrupt tail is not an error: the
+// events before it are good and were delivered.
+struct ReadStatus {
+  enum class State { kComplete, kTruncated, kCorrupt };
+  State state = State::kComplete;
+  uint64_t good_bytes = 0;  // the file is valid up to this offset
+  uint64_t file_bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t events = 0;
+  std::string reason;  // why reading stopped early, with the byte offset
+
+  bool complete() const { return state == State::kComplete; }
+};
+
+class TraceVisitor {
+ public:
+  virtual ~TraceVisitor() = default;
+  virtual void on_begin(const TraceMeta& /*meta*/) {}
+  // A batch of events in sequence order; strings they name are already in meta.
+  virtual void on_events(const Event* events, size_t count, const TraceMeta& meta) = 0;
+  virtual void on_end(const TraceMeta& /*meta*/, const ReadStatus& /*status*/) {}
+};
+
+// Reads the whole file. Throws TraceError when the file cannot be read as a trace.
+ReadStatus read_trace(const std::string& path, TraceVisitor& visitor);
+
+// Collects every event into memory: for tests and small traces only.
+struct LoadedTrace {
+  TraceMeta meta;
+  ReadStatus status;
+  std::vector<Event> events;
+};
+LoadedTrace load_trace(const std::string& path);
+
+const char* event_kind_name(EventKind kind);
+const char* memory_kind_name(MemoryKind kind);
+const char* api_name(Api api);
+const char* drop_reason_name(format::DropReason reason);
+
+}  // namespace psc

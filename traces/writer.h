@@ -1,0 +1,66 @@
+// Writes .pstrace files outside the recorder: test fixtures, importers,
+// converters. Uses the same chunk encoder as the recorder's writer thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/event.h"
+#include "traces/chunk_codec.h"
+#include "traces/format.h"
+
+namespace psc {
+
+struct TraceWriterOptions {
+  uint32_t pid = 0;
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  uint32_t flags = 0;  // format::HeaderFlag
+  uint64_t realtime_ns = 0;
+  uint64_t monotonic_ns = 0;
+  std::string command;
+  size_t chunk_bytes = 1u << 20;
+};
+
+class TraceWriter {
+ public:
+  static constexpr uint32_t kMaxThreads = 1u << 16;
+
+  // Throws std::runtime_error when the file cannot be created.
+  TraceWriter(const std::string& path, const TraceWriterOptions& options);
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Interns a string; the record is written before any event that names it.
+  StringId intern(std::string_view text);
+  void thread(uint32_t index, uint64_t os_tid, std::string_view name);
+  // Events must come in sequence order; thread indices below kMaxThreads.
+  void event(const Event& event);
+  void drops(const std::array<uint64_t, format::kDropReasonCount>& counts);
+  // Writes the pending chunk; with clean_end, marks the trace as properly closed.
+  void close(bool clean_end = true);
+  uint64_t events_written() const { return events_; }
+
+ private:
+  void flush_chunk();
+  void ensure_room(size_t bytes);
+
+  int fd_ = -1;
+  std::string path_;
+  std::vector<uint8_t> buffer_;
+  std::vector<format::ThreadCodecState> thread_states_;
+  format::ChunkEncoder encoder_;
+  std::unordered_map<std::string, uint32_t> string_ids_;
+  uint64_t events_ = 0;
+  bool closed_ = false;
+};
+
+// Fills a FileHeader (magic, version, CRC) from the options.
+format::FileHeader make_file_header(const TraceWriterOptions& options);
+
+}  // namespace psc
