@@ -63,8 +63,4 @@ void record_counter(const char* name, uint64_t value, int16_t device, Api api);
 // Blocks until everything recorded so far is in the file (bounded wait).
 void flush();
 
-// Hooks that need the value of a configuration variable read it here: the
-// environment is copied at start-up, before the application can change it.
-const char* config(const char* name);
-
 }  // namespace psc::rt

@@ -15,7 +15,6 @@ int cmd_calibrate(int, char**) { not_yet("calibrate"); }
 int cmd_check(int, char**) { not_yet("check"); }
 int cmd_price(int, char**) { not_yet("price"); }
 int cmd_replay(int, char**) { not_yet("replay"); }
-int cmd_record(int, char**) { not_yet("record"); }
 int cmd_report(int, char**) { not_yet("report"); }
 
 }  // namespace psc::cli

@@ -32,7 +32,7 @@ struct ChunkCodecState {
 
 class ChunkEncoder {
  public:
-  ChunkEncoder(uint8_t* buffer, size_t capacity, ThreadCodecState* threads, uint32_t max_threads)
+  constexpr ChunkEncoder(uint8_t* buffer, size_t capacity, ThreadCodecState* threads, uint32_t max_threads)
       : buffer_(buffer), capacity_(capacity), threads_(threads), max_threads_(max_threads) {}
 
   // Starts a chunk: resets the delta state and leaves room for the header.

@@ -1,0 +1,130 @@
+// Analysis of one trace: the peak, what is live at it and why, and each wave's
+// baseline and peak. What `peakscope report` prints; calibration builds on it.
+//
+// Streaming in two passes over the file, memory O(live allocations + waves):
+//   1. scan: replay both memory levels, find the peak (first time reached),
+//      each wave's baseline and peak, and the waves' spans and payloads;
+//   2. attribute: replay the chosen level again; when each allocation ends
+//      (freed, replaced, or still live at the end) classify it from where it
+//      was made and where it died, and add its bytes to every snapshot (the
+//      peak, each wave's peak) its lifetime covers.
+// An allocation live at the peak is therefore classified by where it is freed
+// later, which one pass could not know.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "estimator/analysis_scope.h"
+#include "estimator/attribution.h"
+#include "estimator/lifetimes.h"
+#include "estimator/ranges.h"
+#include "traces/reader.h"
+
+namespace psc {
+
+struct AnalysisOptions {
+  const RangeParser* ranges = nullptr;     // default_range_parser() when null
+  const Classifier* classifier = nullptr;  // default_classifier() when null
+  size_t timeline_points = 100;            // buckets of the live-bytes timeline; 0 for none
+};
+
+// Where a peak was reached: the allocation that first took live bytes there.
+struct PeakSite {
+  bool reached = false;  // false when nothing was ever live
+  uint64_t seq = 0;
+  uint64_t time_ns = 0;
+  uint32_t thread = 0;
+  std::string range;  // the attributed range name ("" for none)
+  RangeName parsed;
+};
+
+// Bytes live at one instant with one (range, layer, category).
+struct LiveGroup {
+  std::string range;
+  int32_t layer = kNoLayer;  // the category's layer, else the range's, else none
+  Category category = Category::kOther;
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
+struct LayerRow {
+  int32_t layer = 0;
+  uint64_t boundary_bytes = 0;
+  uint64_t adapter_gradient_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t other_bytes = 0;  // anything else charged to this layer
+};
+
+// What was live at a snapshot, broken down.
+struct LiveBreakdown {
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  std::vector<LiveGroup> groups;  // largest first
+  std::array<uint64_t, kCategoryCount> category_bytes{};
+  std::vector<LayerRow> layers;   // 0..max layer seen, dense
+};
+
+struct PeakReport {
+  uint64_t bytes = 0;  // absolute live bytes
+  PeakSite site;
+  LiveBreakdown live;
+};
+
+struct WaveReport {
+  WaveSpan span;                // index, payload, where it began and ended
+  uint64_t baseline_bytes = 0;  // live just before the push
+  PeakReport peak;              // max live inside the wave (absolute)
+
+  uint64_t measured_peak_bytes() const { return peak.bytes - baseline_bytes; }
+};
+
+struct TimelinePoint {
+  uint64_t time_ns = 0;     // end of the bucket's last sample
+  uint64_t live_bytes = 0;  // live at that sample
+  uint64_t max_bytes = 0;   // max live within the bucket
+};
+
+struct TraceSummary {
+  std::string path;
+  ReadStatus status;
+  format::FileHeader header{};
+  std::string command;
+  size_t threads = 0;
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  uint64_t dropped = 0;
+  uint64_t late_events = 0;
+  bool clean_end = false;
+  uint64_t first_time_ns = 0;
+  uint64_t last_time_ns = 0;
+  std::array<uint64_t, kMaxEventKind + 1> events_by_kind{};
+  uint64_t unmatched_range_ends = 0;  // pops/ends with no open range
+};
+
+struct MemorySummary {
+  MemoryLevel level = MemoryLevel::kAllocated;
+  MemoryCounts counts;              // of the analysed level
+  uint64_t other_level_events = 0;  // alloc/free events of the level not analysed
+  uint64_t maps = 0;                // kMap/kUnmap: VMM mappings, not memory by themselves
+  uint64_t unmaps = 0;
+  uint64_t counters = 0;
+  uint64_t live_at_end_bytes = 0;
+  uint64_t live_at_end_allocations = 0;
+};
+
+struct Analysis {
+  TraceSummary trace;
+  MemorySummary memory;
+  PeakReport peak;
+  std::vector<WaveReport> waves;
+  std::vector<TimelinePoint> timeline;
+  std::vector<std::string> warnings;  // internal inconsistencies, never expected
+};
+
+// Throws TraceError when the file is not a readable trace. A truncated or
+// corrupt tail is not an error: the analysis covers what was read before it.
+Analysis analyze_trace(const std::string& path, const AnalysisOptions& options = {});
+
+}  // namespace psc

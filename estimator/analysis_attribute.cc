@@ -1,0 +1,122 @@
+#include "estimator/analysis_attribute.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace psc {
+
+AttributionPass::AttributionPass(const AttributionInputs& inputs)
+    : in_(inputs),
+      ranges_(*inputs.ranges),
+      scope_(ranges_),
+      replay_(this),
+      timeline_(inputs.first_time_ns, inputs.last_time_ns, inputs.timeline_points),
+      groups_(inputs.snapshot_ordinals.size()) {
+  std::vector<size_t> order(in_.snapshot_ordinals.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return in_.snapshot_ordinals[a] < in_.snapshot_ordinals[b]; });
+  for (size_t i : order) {
+    sorted_ordinals_.push_back(in_.snapshot_ordinals[i]);
+    sorted_snapshot_.push_back(i);
+  }
+}
+
+void AttributionPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
+  meta_ = &meta;
+  for (size_t i = 0; i < count && ordinal_ < in_.event_limit; ++i) {
+    const Event& e = events[i];
+    const uint64_t ordinal = ordinal_++;
+    if (!is_memory_event(e.kind)) {
+      scope_.on_event(e, ordinal, meta);
+      continue;
+    }
+    if (memory_level_of(e) != in_.level) continue;
+    const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
+    if (replay_.apply(e, site) != MemoryReplay::Effect::kNone) timeline_.record(e.time_ns, replay_.live_bytes());
+  }
+}
+
+bool AttributionPass::outlives_next_wave(const Lifetime& l) const {
+  if (l.alloc.wave >= 0) return false;
+  if (l.end.kind == EndKind::kStillLive) return true;
+  const std::vector<WaveSpan>& waves = *in_.waves;
+  auto next = std::upper_bound(waves.begin(), waves.end(), l.alloc.ordinal,
+                               [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
+  return next != waves.end() && next->ended && l.end.ordinal > next->end_ordinal;
+}
+
+AllocationFacts AttributionPass::facts_of(const Lifetime& l) {
+  AllocationFacts f;
+  f.made_in = ranges_.lookup(l.alloc.range, *meta_);
+  f.end = l.end.kind;
+  if (l.end.kind != EndKind::kStillLive) {
+    f.ended_in = ranges_.lookup(l.end.range, *meta_);
+    f.ended_in_wave = l.end.wave;
+  }
+  f.made_in_wave = l.alloc.wave;
+  f.outlives_next_wave = outlives_next_wave(l);
+  if (l.alloc.wave >= 0) {
+    const WavePayload& payload = (*in_.waves)[static_cast<size_t>(l.alloc.wave)].payload;
+    f.made_in_cold_wave = payload.cold.value_or(false);
+  }
+  f.bytes = l.alloc.bytes;
+  f.alloc_seq = l.alloc.seq;
+  f.thread = l.alloc.thread;
+  f.memory = l.alloc.memory;
+  return f;
+}
+
+void AttributionPass::on_lifetime(const Lifetime& l) {
+  // Most lifetimes cover no snapshot: find that out before classifying.
+  auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
+  if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
+  const Attribution a = in_.classifier->classify(facts_of(l));
+  const GroupKey key{l.alloc.range.value, a.layer, a.category};
+  for (auto it = lo; it != sorted_ordinals_.end() && *it < l.end.ordinal; ++it) {
+    GroupTotal& total = groups_[sorted_snapshot_[static_cast<size_t>(it - sorted_ordinals_.begin())]][key];
+    total.bytes += l.alloc.bytes;
+    ++total.allocations;
+  }
+}
+
+LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& meta) const {
+  LiveBreakdown b;
+  int32_t max_layer = -1;
+  for (const auto& [key, total] : groups) {
+    b.bytes += total.bytes;
+    b.allocations += total.allocations;
+    b.category_bytes[static_cast<size_t>(key.category)] += total.bytes;
+    b.groups.push_back(LiveGroup{std::string(meta.string(StringId{key.range})), key.layer, key.category, total.bytes,
+                                 total.allocations});
+    max_layer = std::max(max_layer, key.layer);
+  }
+  std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.range != y.range) return x.range < y.range;
+    if (x.layer != y.layer) return x.layer < y.layer;
+    return x.category < y.category;
+  });
+  b.layers.resize(static_cast<size_t>(max_layer + 1));
+  for (int32_t i = 0; i <= max_layer; ++i) b.layers[static_cast<size_t>(i)].layer = i;
+  for (const LiveGroup& g : b.groups) {
+    if (g.layer < 0) continue;
+    LayerRow& row = b.layers[static_cast<size_t>(g.layer)];
+    switch (g.category) {
+      case Category::kBoundary: row.boundary_bytes += g.bytes; break;
+      case Category::kAdapterGradient: row.adapter_gradient_bytes += g.bytes; break;
+      case Category::kWorkspace: row.workspace_bytes += g.bytes; break;
+      default: row.other_bytes += g.bytes; break;
+    }
+  }
+  return b;
+}
+
+void AttributionPass::on_end(const TraceMeta& meta, const ReadStatus&) {
+  meta_ = &meta;
+  replay_.finish();
+  breakdowns_.clear();
+  for (const Groups& g : groups_) breakdowns_.push_back(breakdown(g, meta));
+}
+
+}  // namespace psc

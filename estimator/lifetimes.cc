@@ -1,0 +1,148 @@
+#include "estimator/lifetimes.h"
+
+namespace psc {
+namespace {
+
+constexpr size_t kInitialSlots = 1024;
+
+inline uint64_t mix(int16_t device, uint64_t address) {
+  // Addresses are aligned (low bits zero) and clustered: a multiplicative hash
+  // spreads them; the high bits of the product index the table.
+  uint64_t k = address ^ (static_cast<uint64_t>(static_cast<uint16_t>(device)) << 48);
+  k ^= k >> 29;
+  return k * 0x9E3779B97F4A7C15ull;
+}
+
+}  // namespace
+
+const char* memory_level_name(MemoryLevel level) {
+  return level == MemoryLevel::kReserved ? "reserved" : "allocated";
+}
+
+// ---- LiveTable ------------------------------------------------------------------
+
+LiveTable::LiveTable() : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - __builtin_ctzll(kInitialSlots)) {}
+
+void LiveTable::clear() {
+  slots_.assign(kInitialSlots, Slot{});
+  mask_ = kInitialSlots - 1;
+  shift_ = 64 - __builtin_ctzll(kInitialSlots);
+  size_ = 0;
+}
+
+size_t LiveTable::index_of(int16_t device, uint64_t address) const {
+  return static_cast<size_t>(mix(device, address) >> shift_);
+}
+
+void LiveTable::grow() {
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  mask_ = slots_.size() - 1;
+  --shift_;
+  for (const Slot& s : old) {
+    if (!s.used) continue;
+    size_t i = index_of(s.device, s.address);
+    while (slots_[i].used) i = (i + 1) & mask_;
+    slots_[i] = s;
+  }
+}
+
+bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& value, LiveAllocation* replaced) {
+  // Load factor at most 1/2 keeps linear probes short.
+  if ((size_ + 1) * 2 > slots_.size()) grow();
+  size_t i = index_of(device, address);
+  while (slots_[i].used) {
+    if (slots_[i].address == address && slots_[i].device == device) {
+      *replaced = slots_[i].value;
+      slots_[i].value = value;
+      return true;
+    }
+    i = (i + 1) & mask_;
+  }
+  slots_[i] = Slot{address, device, true, value};
+  ++size_;
+  return false;
+}
+
+bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed) {
+  size_t i = index_of(device, address);
+  while (true) {
+    if (!slots_[i].used) return false;
+    if (slots_[i].address == address && slots_[i].device == device) break;
+    i = (i + 1) & mask_;
+  }
+  *removed = slots_[i].value;
+  // Backward-shift deletion: pull later members of the probe run into the hole
+  // when their home slot does not lie (cyclically) between the hole and them.
+  size_t hole = i;
+  size_t j = i;
+  while (true) {
+    j = (j + 1) & mask_;
+    if (!slots_[j].used) break;
+    const size_t home = index_of(slots_[j].device, slots_[j].address);
+    const bool home_in_gap = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (home_in_gap) continue;
+    slots_[hole] = slots_[j];
+    hole = j;
+  }
+  slots_[hole].used = false;
+  --size_;
+  return true;
+}
+
+// ---- MemoryReplay ----------------------------------------------------------------
+
+void MemoryReplay::end(int16_t device, uint64_t address, const LiveAllocation& a, const EndSite& site) {
+  live_bytes_ -= a.bytes;
+  if (sink_) sink_->on_lifetime(Lifetime{device, address, a, site});
+}
+
+MemoryReplay::Effect MemoryReplay::apply(const Event& e, const EventSite& site) {
+  if (!is_memory_event(e.kind)) return Effect::kNone;
+  if (e.flags & kFlagFailed) {
+    ++counts_.failed;
+    return Effect::kNone;
+  }
+  if (e.flags & kFlagNested) {
+    ++counts_.nested;
+    return Effect::kNone;
+  }
+  if (e.kind == EventKind::kAlloc) {
+    const LiveAllocation a{site.ordinal, e.seq, e.time_ns, e.bytes, site.range, site.wave, e.thread, e.memory};
+    LiveAllocation old;
+    if (table_.insert(e.device, e.address, a, &old)) {
+      ++counts_.replaced;
+      end(e.device, e.address, old, EndSite{site.ordinal, e.seq, e.time_ns, site.range, site.wave, EndKind::kReplaced});
+    }
+    ++counts_.allocs;
+    counts_.allocated_bytes += e.bytes;
+    live_bytes_ += e.bytes;
+    return Effect::kAllocated;
+  }
+  if (e.address == 0) {
+    ++counts_.null_frees;
+    return Effect::kNone;
+  }
+  LiveAllocation a;
+  if (!table_.erase(e.device, e.address, &a)) {
+    ++counts_.unmatched_frees;
+    return Effect::kNone;
+  }
+  ++counts_.frees;
+  end(e.device, e.address, a, EndSite{site.ordinal, e.seq, e.time_ns, site.range, site.wave, EndKind::kFreed});
+  return Effect::kFreed;
+}
+
+void MemoryReplay::finish() {
+  // Hand the survivors over before clearing, so the sink sees a consistent
+  // live_bytes() that falls to zero.
+  std::vector<Lifetime> survivors;
+  survivors.reserve(table_.size());
+  table_.for_each([&](int16_t device, uint64_t address, const LiveAllocation& a) {
+    survivors.push_back(Lifetime{device, address, a, EndSite{}});
+  });
+  table_.clear();
+  for (const Lifetime& l : survivors) end(l.device, l.address, l.alloc, l.end);
+}
+
+}  // namespace psc

@@ -1,0 +1,162 @@
+// The pricing model: one pass per group, closed form across groups, split
+// children combined per slot set. Cost: O(total layers x groups), no allocation
+// besides the slot lists that the result carries.
+#include "estimator/pricing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "estimator/pricing_mutation.h"
+
+namespace psc::pricing {
+
+GroupExcess group_excess(const Group& group) {
+  const std::vector<Bytes>& boundary = group.boundary_bytes;
+  const std::vector<Bytes>& pending = group.pending_gradient_bytes;
+  const Bytes outside = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
+
+  // While layer i recomputes, the group holds p[L] + sum_{j>=i} p[j] and has
+  // already freed sum_{j>i} b[j]. Walking down from the top keeps both as
+  // running sums. Before the first layer only p[L] is held; with L >= 1 the top
+  // layer's term is never smaller, so the peak is always a real layer then.
+  Bytes held = outside;
+  Bytes freed = 0;
+  GroupExcess result;
+  result.extra = outside;
+  for (size_t layer = boundary.size(); layer-- > 0;) {
+    held += pending[layer];
+    const Bytes here = held - freed;
+    if (result.peak_layer < 0 || here > result.extra) {
+      result.extra = here;
+      result.peak_layer = static_cast<int>(layer);
+    }
+    freed += boundary[layer];
+  }
+  result.net = held - freed;
+  result.pending_total = held;
+  return result;
+}
+
+namespace {
+
+struct ForwardTerms {
+  AdapterTerm adapter;
+  Bytes retained = 0;
+  std::vector<std::string> slots;  // adapter_gradient_slots, sorted, unique
+};
+
+// adapter = max_g [extra_g + sum_{h != g} max(0, net_h)]
+//         = sum_h max(0, net_h) + max_g [extra_g - max(0, net_g)]
+// so one pass suffices. extra_g >= max(0, net_g) (the bottom layer's term is at
+// least net_g, and extra_g >= 0), so every candidate is non-negative.
+ForwardTerms forward_terms(const std::vector<Group>& groups) {
+  ForwardTerms terms;
+  Bytes positive_nets = 0;
+  Bytes best = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GroupExcess excess = group_excess(groups[g]);
+    if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
+    terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
+    const Bytes positive_net = std::max<Bytes>(0, excess.net);
+    positive_nets += positive_net;
+    const Bytes own = kMutation == kMutationDropOtherNets ? excess.extra : excess.extra - positive_net;
+    if (terms.adapter.peak_group < 0 || own > best) {
+      best = own;
+      terms.adapter.peak_group = static_cast<int>(g);
+      terms.adapter.peak_layer = excess.peak_layer;
+    }
+  }
+  if (kMutation == kMutationDropOtherNets) positive_nets = 0;
+  terms.adapter.bytes = terms.adapter.peak_group < 0 ? 0 : best + positive_nets;
+  // Slots are unique within a validated forward; sort for set comparison.
+  std::sort(terms.slots.begin(), terms.slots.end());
+  terms.slots.erase(std::unique(terms.slots.begin(), terms.slots.end()), terms.slots.end());
+  return terms;
+}
+
+// Children whose adapter_gradient_slots are the same set share their gradient
+// tensors: the set is charged once, at its largest child.
+struct SlotSetCharge {
+  std::vector<std::string> slots;
+  Bytes charge = 0;
+  int forward = -1;  // the child that sets the charge
+};
+
+void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::string>& more) {
+  std::vector<std::string> merged;
+  merged.reserve(into.size() + more.size());
+  std::set_union(into.begin(), into.end(), more.begin(), more.end(), std::back_inserter(merged));
+  into.swap(merged);
+}
+
+}  // namespace
+
+AdapterTerm adapter_term(const std::vector<Group>& groups) { return forward_terms(groups).adapter; }
+
+std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
+  return forward_terms(forward.groups).slots;
+}
+
+Price price(const Plan& plan) {
+  Price result;
+  Components& c = result.components;
+  bool has_gradient_group = false;
+  std::vector<AdapterTerm> adapters;
+  adapters.reserve(plan.forwards.size());
+  std::vector<SlotSetCharge> sets;
+
+  for (size_t f = 0; f < plan.forwards.size(); ++f) {
+    const Forward& forward = plan.forwards[f];
+    c.output += forward.output_bytes;
+    c.input_gradient += forward.input_gradient_bytes;
+    c.workspace = std::max(c.workspace, forward.workspace_bytes);
+    has_gradient_group = has_gradient_group || !forward.groups.empty();
+
+    ForwardTerms terms = forward_terms(forward.groups);
+    c.retained += terms.retained;
+    adapters.push_back(terms.adapter);
+
+    auto same = std::find_if(sets.begin(), sets.end(), [&](const SlotSetCharge& s) { return s.slots == terms.slots; });
+    if (same == sets.end()) {
+      add_sorted_unique(c.adapter_gradient_slots, terms.slots);
+      sets.push_back({std::move(terms.slots), terms.adapter.bytes, static_cast<int>(f)});
+    } else if (kMutation == kMutationSameSlotTwice) {
+      same->charge += terms.adapter.bytes;
+    } else if (terms.adapter.bytes > same->charge) {
+      same->charge = terms.adapter.bytes;
+      same->forward = static_cast<int>(f);
+    }
+  }
+
+  const SlotSetCharge* largest = nullptr;
+  for (const SlotSetCharge& set : sets) {
+    c.adapter_gradient += set.charge;
+    if (!largest || set.charge > largest->charge) largest = &set;
+  }
+  if (largest) {
+    const AdapterTerm& at = adapters[largest->forward];
+    result.peak = {largest->forward, at.peak_group, at.peak_layer};
+    if (at.peak_group >= 0) result.peak_group = plan.forwards[largest->forward].groups[at.peak_group].slot;
+  }
+
+  // "Every group in a plan is one [gradient group]: it runs a backward."
+  c.transient = has_gradient_group && !plan.profiled ? plan.transient_bytes : 0;
+  result.raw_bytes = c.output + c.retained + c.workspace + c.input_gradient + c.adapter_gradient + c.transient;
+  result.required_bytes = apply_safety(result.raw_bytes, plan.safety_factor);
+  return result;
+}
+
+Bytes apply_safety(Bytes raw, double safety_factor) {
+  // safety_factor = mantissa x 2^(exponent - 53) with an integer 53-bit mantissa.
+  // raw < 2^57 and mantissa < 2^53, so the product fits in 128 bits.
+  int exponent = 0;
+  const double fraction = std::frexp(safety_factor, &exponent);
+  const auto mantissa = static_cast<std::int64_t>(std::ldexp(fraction, 53));
+  const __int128 product = static_cast<__int128>(raw) * mantissa;
+  const int shift = 53 - exponent;
+  const __int128 scaled = shift >= 0 ? product >> shift : product << -shift;
+  return static_cast<Bytes>(scaled);
+}
+
+}  // namespace psc::pricing

@@ -1,0 +1,106 @@
+// The pricing model of DESIGN.md ("The pricing model"): what one wave (micro-batch)
+// needs on top of the baseline, split into liveness terms.
+//
+// Everything here works on validated plans (estimator/plan.h builds them from JSON
+// and refuses what would overflow): sizes are non-negative and their total stays
+// below kMaxTotalBytes, so every sum and difference below fits in an int64.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace psc::pricing {
+
+using Bytes = std::int64_t;
+
+// Upper bound on the sum of every size in one plan (64 PiB). With the safety factor
+// capped at kMaxSafetyFactor, required_bytes stays below 2^62.
+constexpr Bytes kMaxTotalBytes = Bytes{1} << 56;
+constexpr double kMaxSafetyFactor = 64.0;
+
+// One gradient group: the part of a forward that trains one slot (adapter).
+// Arrays are indexed by decoder layer; all groups of a plan have the same length L.
+struct Group {
+  std::optional<std::string> slot;           // nullopt: the group trains nothing
+  std::vector<Bytes> boundary_bytes;         // b[0..L-1]: input saved for layer i
+  std::vector<Bytes> pending_gradient_bytes; // p[0..L-1]: gradients allocated by backward of layer i
+  Bytes outside_gradient_bytes = 0;          // p[L]: outside the decoder, live through the backward
+};
+
+// One forward pass: a whole wave, or one child of a split wave.
+struct Forward {
+  Bytes output_bytes = 0;
+  Bytes workspace_bytes = 0;
+  Bytes input_gradient_bytes = 0;
+  std::vector<Group> groups;  // in forward order
+};
+
+struct Plan {
+  double safety_factor = 1.0;
+  Bytes transient_bytes = 0;  // first-execution allowance
+  bool profiled = false;      // the wave's shape has been profiled: no transient
+  // One entry for an ordinary wave; a split wave has one per child. An ordinary
+  // wave prices exactly as a split with one child.
+  std::vector<Forward> forwards;
+};
+
+// One group's excess over the floor (the floor holds every boundary of every group).
+struct GroupExcess {
+  Bytes extra = 0;          // worst excess while this group runs its backward (>= 0)
+  Bytes net = 0;            // excess it leaves behind: all gradients, none of its boundaries
+  Bytes pending_total = 0;  // sum of p[0..L]; non-zero means the group's slot trains
+  int peak_layer = -1;      // layer whose recompute holds `extra`; -1 when L == 0
+};
+
+// One pass over the layers, from the top (backward order). On ties the peak layer
+// is the first reached, i.e. the highest.
+GroupExcess group_excess(const Group& group);
+
+// The adapter term of one forward: worst backward order of its groups, closed form.
+struct AdapterTerm {
+  Bytes bytes = 0;
+  int peak_group = -1;  // index into the forward's groups; -1 when there are none
+  int peak_layer = -1;
+};
+AdapterTerm adapter_term(const std::vector<Group>& groups);
+
+struct Components {
+  Bytes output = 0;
+  Bytes retained = 0;
+  Bytes workspace = 0;
+  Bytes input_gradient = 0;
+  Bytes adapter_gradient = 0;
+  std::vector<std::string> adapter_gradient_slots;  // sorted, unique
+  Bytes transient = 0;
+};
+
+// Where the adapter term peaks. For a split: the child holding the largest
+// single charge (see price()).
+struct PeakLocation {
+  int forward = -1;
+  int group = -1;
+  int layer = -1;
+};
+
+struct Price {
+  Bytes raw_bytes = 0;       // the unscaled sum: compare this with a measured peak
+  Bytes required_bytes = 0;  // floor(raw_bytes x safety_factor)
+  Components components;
+  PeakLocation peak;
+  // The peak group's slot; nullopt when there is no group or its slot is null.
+  std::optional<std::string> peak_group;
+};
+
+Price price(const Plan& plan);
+
+// floor(raw x factor), exact: the factor is taken as the binary double it is, so
+// 10 x 1.1 gives 11 and no rounding of the product can push a value up by one.
+// Needs raw >= 0 and 1 <= factor <= kMaxSafetyFactor.
+Bytes apply_safety(Bytes raw, double safety_factor);
+
+// Sorted slots whose pending gradients are non-zero, in one forward.
+std::vector<std::string> adapter_gradient_slots(const Forward& forward);
+
+}  // namespace psc::pricing

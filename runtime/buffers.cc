@@ -1,0 +1,67 @@
+#include "runtime/buffers.h"
+
+#include <pthread.h>
+
+#include <new>
+
+#include "runtime/config.h"
+#include "runtime/sys.h"
+
+namespace psc::rt {
+
+ThreadBuffer* g_buffers[kMaxThreads];
+std::atomic<uint32_t> g_buffer_count{0};
+std::atomic<uint64_t> g_seq{0};
+
+namespace {
+
+void take(ThreadBuffer* b, int32_t os_tid) {
+  b->os_tid.store(os_tid, std::memory_order_relaxed);
+  b->name[0] = 0;
+  pthread_getname_np(pthread_self(), b->name, sizeof b->name);
+  b->cached_tail = b->tail.load(std::memory_order_acquire);
+}
+
+ThreadBuffer* create(uint32_t index, int32_t os_tid) {
+  const size_t capacity = g_config.buffer_events;
+  void* memory = sys::map_pages(sizeof(ThreadBuffer) + capacity * sizeof(Event));
+  if (!memory) return nullptr;
+  auto* b = new (memory) ThreadBuffer();
+  b->slots = reinterpret_cast<Event*>(static_cast<char*>(memory) + sizeof(ThreadBuffer));
+  b->mask = static_cast<uint32_t>(capacity - 1);
+  b->index = index;
+  b->floor_seq = g_seq.load(std::memory_order_seq_cst);
+  take(b, os_tid);
+  b->state.store(static_cast<uint32_t>(BufferState::kActive), std::memory_order_release);
+  return b;
+}
+
+}  // namespace
+
+ThreadBuffer* attach_buffer(int32_t os_tid) {
+  // Reuse a buffer whose thread has exited and whose events are all written.
+  const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadBuffer* b = g_buffers[i];
+    if (!b) continue;
+    uint32_t expected = static_cast<uint32_t>(BufferState::kFree);
+    if (b->state.compare_exchange_strong(expected, static_cast<uint32_t>(BufferState::kActive),
+                                         std::memory_order_acq_rel)) {
+      take(b, os_tid);
+      return b;
+    }
+  }
+  // Or create a new one at the next index.
+  uint32_t index = g_buffer_count.load(std::memory_order_acquire);
+  while (index < kMaxThreads) {
+    if (g_buffer_count.compare_exchange_weak(index, index + 1, std::memory_order_acq_rel)) {
+      ThreadBuffer* b = create(index, os_tid);
+      // Publishing a null slot is fine: the writer skips it.
+      __atomic_store_n(&g_buffers[index], b, __ATOMIC_RELEASE);
+      return b;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace psc::rt

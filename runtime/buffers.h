@@ -1,0 +1,51 @@
+// Per-thread event buffers: single-producer (the thread) single-consumer (the
+// writer) rings in mmap'd memory, and the registry the writer walks.
+//
+// Ordering contract with the writer (see writer.cc, "watermark"): a producer
+// sets `busy` (seq_cst) before taking its sequence number and clears it after
+// publishing. A writer that reads the global counter G and then sees busy == 0
+// knows every event of that thread with seq < G is already published.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/event.h"
+
+namespace psc::rt {
+
+constexpr uint32_t kMaxThreads = 1024;
+
+enum class BufferState : uint32_t { kFree = 0, kActive = 1 };
+
+struct alignas(64) ThreadBuffer {
+  // Producer-owned line.
+  std::atomic<uint64_t> head{0};      // events published (monotonic count)
+  uint64_t cached_tail = 0;           // producer's last view of tail
+  std::atomic<uint32_t> busy{0};
+  uint32_t index = 0;                 // thread index in the trace
+  Event* slots = nullptr;
+  uint32_t mask = 0;                  // capacity - 1
+
+  // Writer-owned line.
+  alignas(64) std::atomic<uint64_t> tail{0};  // events consumed
+  uint64_t floor_seq = 0;             // no future event of this thread has seq <= floor_seq
+  bool announced = false;             // THREAD record written for the current owner
+
+  // Ownership, shared.
+  alignas(64) std::atomic<uint32_t> state{0};  // BufferState
+  std::atomic<int32_t> os_tid{0};
+  char name[16] = {};
+};
+
+// Registry: buffers are created on demand and reused after their thread exits.
+extern ThreadBuffer* g_buffers[kMaxThreads];
+extern std::atomic<uint32_t> g_buffer_count;
+// Global sequence counter: the last seq handed out.
+extern std::atomic<uint64_t> g_seq;
+
+// Finds or creates a buffer for the calling thread (slow path). nullptr when
+// every slot is taken by a live thread.
+ThreadBuffer* attach_buffer(int32_t os_tid);
+
+}  // namespace psc::rt

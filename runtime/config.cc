@@ -1,0 +1,64 @@
+#include "runtime/config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace psc::rt {
+
+Config g_config;
+
+namespace {
+
+uint64_t env_uint(const char* name, uint64_t fallback) {
+  const char* v = getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long parsed = strtoull(v, &end, 10);
+  return (end && *end == 0) ? parsed : fallback;
+}
+
+int32_t env_int(const char* name) {
+  const char* v = getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  long parsed = strtol(v, &end, 10);
+  return (end && *end == 0 && parsed >= 0) ? static_cast<int32_t>(parsed) : -1;
+}
+
+bool env_flag(const char* name) {
+  const char* v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+uint32_t round_up_pow2(uint64_t v, uint32_t lo, uint32_t hi) {
+  uint32_t p = lo;
+  while (p < v && p < hi) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void load_config() {
+  Config c{};
+  if (const char* out = getenv("PEAKSCOPE_OUTPUT")) {
+    strncpy(c.output, out, sizeof c.output - 1);
+  }
+  c.primary_pid = static_cast<uint32_t>(env_uint("PEAKSCOPE_PRIMARY_PID", 0));
+  c.host_mode = env_flag("PEAKSCOPE_HOST");
+  c.host_min_bytes = env_uint("PEAKSCOPE_HOST_MIN_BYTES", 4096);
+  const char* level = getenv("PEAKSCOPE_LEVEL");
+  c.reserved_level = level && strcmp(level, "reserved") == 0;
+  c.buffer_events = round_up_pow2(env_uint("PEAKSCOPE_BUFFER_EVENTS", 16384), 256, 1u << 22);
+  uint64_t flush = env_uint("PEAKSCOPE_FLUSH_MS", 50);
+  c.flush_ms = static_cast<uint32_t>(flush == 0 ? 1 : (flush > 100 ? 100 : flush));
+  c.max_wait_ms = static_cast<uint32_t>(env_uint("PEAKSCOPE_MAX_WAIT_MS", 2000));
+  const char* fork = getenv("PEAKSCOPE_FORK");
+  c.fork_policy = (fork && strcmp(fork, "stop") == 0) ? ForkPolicy::kStop : ForkPolicy::kFollow;
+  c.disabled = env_flag("PEAKSCOPE_DISABLE");
+  c.quiet = env_flag("PEAKSCOPE_QUIET");
+  c.rank = env_int("RANK");
+  c.local_rank = env_int("LOCAL_RANK");
+  g_config = c;
+}
+
+}  // namespace psc::rt

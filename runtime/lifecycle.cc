@@ -1,0 +1,107 @@
+// One lifecycle: initialise once (library constructor), follow forks, flush at
+// fatal signals, close at exit (library destructor, after atexit handlers).
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "runtime/config.h"
+#include "runtime/state.h"
+#include "runtime/strings.h"
+#include "runtime/sys.h"
+#include "runtime/writer.h"
+
+namespace psc::rt {
+
+extern uint64_t g_start_realtime_ns;
+extern uint64_t g_start_monotonic_ns;
+extern uint32_t g_parent_pid;
+
+namespace {
+
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
+struct sigaction g_previous[65];
+constexpr uint64_t kSignalFlushNs = 1000000000ull;
+
+void set_phase(Phase p) { g_phase.store(static_cast<uint32_t>(p), std::memory_order_release); }
+
+void stamp_clocks() {
+  g_start_realtime_ns = sys::realtime_ns();
+  g_start_monotonic_ns = sys::monotonic_ns();
+}
+
+// On a signal whose action would end the process: flush first, then let the
+// previous disposition act. A handler the application installed before us is
+// called instead, and decides.
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& previous = g_previous[sig];
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) {
+      previous.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (previous.sa_handler == SIG_IGN) {
+    return;
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler) {
+    previous.sa_handler(sig);
+    return;
+  }
+  writer_flush(kSignalFlushNs);
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // a synchronous fault re-faults on return with the default action
+}
+
+void install_signal_handlers() {
+  for (int sig : kFatalSignals) {
+    struct sigaction action{};
+    action.sa_sigaction = on_fatal_signal;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigaction(sig, &action, &g_previous[sig]);
+  }
+}
+
+void before_fork() { writer_before_fork(); }
+void after_fork_parent() { writer_after_fork_parent(); }
+
+void after_fork_child() {
+  g_parent_pid = static_cast<uint32_t>(getppid());
+  writer_after_fork_child();
+  reset_buffers_after_fork();
+  if (g_config.fork_policy == ForkPolicy::kStop) {
+    set_phase(Phase::kStopped);
+    return;
+  }
+  stamp_clocks();
+  if (!writer_restart_in_child()) set_phase(Phase::kStopped);
+}
+
+}  // namespace
+
+__attribute__((constructor(101))) void psc_initialise() {
+  if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::kUninitialised)) return;
+  t_state.internal = true;
+  load_config();
+  if (g_config.disabled || !strings_init()) {
+    set_phase(Phase::kStopped);
+    t_state.internal = false;
+    return;
+  }
+  stamp_clocks();
+  install_signal_handlers();
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  set_phase(Phase::kRecording);
+  if (!writer_start()) set_phase(Phase::kStopped);
+  t_state.internal = false;
+}
+
+__attribute__((destructor(101))) void psc_finalise() {
+  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kUninitialised)) return;
+  t_state.internal = true;
+  writer_stop();
+  set_phase(Phase::kStopped);
+}
+
+}  // namespace psc::rt

@@ -1,0 +1,199 @@
+// The recording hot path. Per event: one TLS read, one clock read, one seq_cst
+// store (busy), one atomic increment (sequence), a 64-byte fill, two release
+// stores. Everything else is out of line.
+#include "runtime/recorder.h"
+
+#include "runtime/config.h"
+#include "runtime/drops.h"
+#include "runtime/state.h"
+#include "runtime/strings.h"
+#include "runtime/sys.h"
+#include "runtime/writer.h"
+
+namespace psc::rt {
+
+std::atomic<uint32_t> g_phase{0};
+__thread ThreadState t_state;
+std::atomic<uint64_t> g_drops[format::kDropReasonCount];
+
+namespace {
+
+struct Fields {
+  EventKind kind;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint64_t stream = 0;
+  uint32_t name = 0;
+  uint32_t payload = 0;
+  int16_t device = -1;
+  MemoryKind memory = MemoryKind::kNone;
+  Api api = Api::kNone;
+  uint8_t flags = 0;
+};
+
+PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
+  t.internal = true;  // nothing we call here may record
+  if (!t.os_tid) t.os_tid = sys::gettid();
+  ThreadBuffer* b = attach_buffer(t.os_tid);
+  if (!b) count_drop(format::DropReason::kNoThreadSlot);
+  t.buffer = b;
+  t.internal = false;
+  return b;
+}
+
+// The buffer is full: wake the writer and wait for room, at most max_wait_ms.
+PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
+  const uint64_t deadline = sys::monotonic_ns() + uint64_t{g_config.max_wait_ms} * 1000000ull;
+  for (;;) {
+    b->cached_tail = b->tail.load(std::memory_order_acquire);
+    if (head - b->cached_tail <= b->mask) return true;
+    if (on_writer_thread() || g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording)) break;
+    writer_nudge();
+    if (sys::monotonic_ns() > deadline) break;
+    sys::sleep_ns(20000);
+  }
+  count_drop(format::DropReason::kBufferFull);
+  return false;
+}
+
+inline void emit(const Fields& f) {
+  ThreadState& t = t_state;
+  if (PSC_UNLIKELY(g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording) || t.internal))
+    return;
+  ThreadBuffer* b = t.buffer;
+  if (PSC_UNLIKELY(!b)) {
+    b = attach_slow(t);
+    if (!b) return;
+  }
+  const uint64_t head = b->head.load(std::memory_order_relaxed);
+  if (PSC_UNLIKELY(head - b->cached_tail > b->mask) && !wait_for_room(b, head)) return;
+  b->busy.store(1, std::memory_order_seq_cst);
+  Event& e = b->slots[head & b->mask];
+  e.seq = g_seq.fetch_add(1, std::memory_order_seq_cst) + 1;
+  e.time_ns = sys::monotonic_ns();
+  e.address = f.address;
+  e.bytes = f.bytes;
+  e.stream = f.stream;
+  e.thread = b->index;
+  e.range = StringId{innermost_range(t)};
+  e.name = StringId{f.name};
+  e.payload = StringId{f.payload};
+  e.device = f.device;
+  e.kind = f.kind;
+  e.memory = f.memory;
+  e.api = f.api;
+  e.flags = f.flags;
+  b->head.store(head + 1, std::memory_order_release);
+  b->busy.store(0, std::memory_order_release);
+  // Every quarter buffer, make sure the writer is awake.
+  if (PSC_UNLIKELY(((head + 1) & (b->mask >> 2)) == 0)) writer_nudge();
+}
+
+}  // namespace
+
+HookGuard::HookGuard() : depth_(++t_state.guard_depth) {}
+HookGuard::~HookGuard() { --t_state.guard_depth; }
+
+bool enabled() {
+  return g_phase.load(std::memory_order_relaxed) == static_cast<uint32_t>(Phase::kRecording) && !t_state.internal;
+}
+
+void record_memory(const MemoryRecord& r) {
+  Fields f{r.kind};
+  f.address = r.address;
+  f.bytes = r.bytes;
+  f.stream = r.stream;
+  f.device = r.device;
+  f.memory = r.memory;
+  f.api = r.api;
+  f.flags = r.flags;
+  if (g_config.reserved_level) f.flags |= kFlagReserved;
+  emit(f);
+}
+
+void record_range_push(const char* name, Api api) {
+  if (!enabled()) return;
+  ThreadState& t = t_state;
+  const uint32_t id = intern(name);
+  if (t.range_depth < kMaxRangeDepth) {
+    t.ranges[t.range_depth] = id;
+  } else {
+    count_drop(format::DropReason::kRangeDepth);
+  }
+  ++t.range_depth;
+  Fields f{EventKind::kRangePush};
+  f.name = id;
+  f.api = api;
+  emit(f);
+}
+
+void record_range_pop(Api api) {
+  if (!enabled()) return;
+  ThreadState& t = t_state;
+  Fields f{EventKind::kRangePop};
+  f.name = innermost_range(t);
+  f.api = api;
+  emit(f);  // recorded while the range is still innermost
+  if (t.range_depth > 0) --t.range_depth;
+}
+
+void record_mark(const char* name, const char* json_payload, Api api) {
+  if (!enabled()) return;
+  Fields f{EventKind::kMark};
+  f.name = intern(name);
+  f.payload = json_payload ? intern(json_payload) : 0;
+  f.api = api;
+  emit(f);
+}
+
+void record_range_start(uint64_t id, const char* name, Api api) {
+  if (!enabled()) return;
+  Fields f{EventKind::kRangeStart};
+  f.address = id;
+  f.name = intern(name);
+  f.api = api;
+  emit(f);
+}
+
+void record_range_end(uint64_t id, Api api) {
+  Fields f{EventKind::kRangeEnd};
+  f.address = id;
+  f.api = api;
+  emit(f);
+}
+
+void record_counter(const char* name, uint64_t value, int16_t device, Api api) {
+  if (!enabled()) return;
+  Fields f{EventKind::kCounter};
+  f.name = intern(name);
+  f.bytes = value;
+  f.device = device;
+  f.api = api;
+  emit(f);
+}
+
+void flush() {
+  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kRecording)) writer_flush(5000000000ull);
+}
+
+void reset_buffers_after_fork() {
+  // Only the forking thread exists in the child. Every buffer's unwritten
+  // events belong to the parent (which writes them); the child starts empty.
+  const uint32_t count = g_buffer_count.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadBuffer* b = g_buffers[i];
+    if (!b) continue;
+    b->tail.store(b->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    b->cached_tail = b->head.load(std::memory_order_relaxed);
+    b->busy.store(0, std::memory_order_relaxed);
+    b->announced = false;
+    b->floor_seq = 0;
+    if (b != t_state.buffer) b->state.store(static_cast<uint32_t>(BufferState::kFree), std::memory_order_relaxed);
+  }
+  g_seq.store(0, std::memory_order_relaxed);
+  for (auto& d : g_drops) d.store(0, std::memory_order_relaxed);
+  t_state.os_tid = sys::gettid();
+  if (t_state.buffer) t_state.buffer->os_tid.store(t_state.os_tid, std::memory_order_relaxed);
+}
+
+}  // namespace psc::rt

@@ -1,0 +1,100 @@
+// Thin system-call helpers for the recorder. Everything here is usable from the
+// hot path's slow branches, the writer thread and signal handlers: no libc
+// allocation, no stdio, no locks.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#define PSC_EXPORT extern "C" __attribute__((visibility("default")))
+#define PSC_NOINLINE __attribute__((noinline))
+#define PSC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PSC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace psc::sys {
+
+inline uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline pid_t gettid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Anonymous memory that never comes from the (possibly hooked) heap.
+inline void* map_pages(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+inline void futex_wake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+// Waits while *word == expected, at most timeout_ns.
+inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, uint64_t timeout_ns) {
+  timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+inline void sleep_ns(uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Writes everything or returns false. Async-signal-safe.
+inline bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Writes a message to stderr without stdio (usable anywhere, even in a signal handler).
+inline void say(const char* a, const char* b = "", const char* c = "") {
+  auto len = [](const char* s) {
+    size_t n = 0;
+    while (s[n]) ++n;
+    return n;
+  };
+  write_all(2, "peakscope: ", 11);
+  write_all(2, a, len(a));
+  write_all(2, b, len(b));
+  write_all(2, c, len(c));
+  write_all(2, "\n", 1);
+}
+
+// Minimal number formatting for messages and file names (no snprintf: it may allocate).
+inline char* format_uint(char* out, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) *out++ = tmp[--n];
+  *out = 0;
+  return out;
+}
+
+}  // namespace psc::sys

@@ -1,0 +1,439 @@
+// The writer thread.
+//
+// Watermark: events reach the file in global sequence order. Each cycle reads
+// the sequence counter G, then, per buffer, `busy` and `head` (see buffers.h).
+// A buffer whose producer is idle can hold no unpublished event below G+1; a
+// busy one none below its last drained seq + 1. The minimum of those bounds, W,
+// is the watermark: merged events below W are written, the rest are held back
+// (sorted) for the next cycle. Held-back events are bounded; if they would
+// overflow, or on a forced flush, everything is written and any event that
+// then lands after a later seq is counted as "late" in the trace.
+#include "runtime/writer.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "runtime/config.h"
+#include "runtime/drops.h"
+#include "runtime/state.h"
+#include "runtime/strings.h"
+#include "runtime/sys.h"
+#include "traces/chunk_codec.h"
+
+namespace psc::rt {
+
+uint64_t g_start_realtime_ns = 0;
+uint64_t g_start_monotonic_ns = 0;
+uint32_t g_parent_pid = 0;
+
+namespace {
+
+constexpr size_t kChunkBytes = 1u << 20;
+constexpr uint32_t kStagingEvents = 1u << 20;  // per staging area (drained, held)
+constexpr uint32_t kMaxStringIds = 1u << 15;
+
+struct Run {
+  const Event* next;
+  const Event* end;
+};
+
+int g_fd = -1;
+bool g_open_failed = false;
+pthread_t g_thread;
+std::atomic<bool> g_running{false};
+std::atomic<bool> g_stop{false};
+std::atomic<uint32_t> g_wake{0};            // futex: 1 = work requested
+std::atomic<uint32_t> g_flush_requested{0};
+std::atomic<uint32_t> g_flush_done{0};      // futex
+pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;  // held for a whole cycle; fork takes it
+
+uint8_t* g_chunk = nullptr;
+constinit format::ThreadCodecState g_codec_threads[kMaxThreads];
+constinit format::ChunkEncoder g_encoder(nullptr, 0, g_codec_threads, kMaxThreads);
+Event* g_drained = nullptr;  // this cycle's events, one sorted run per buffer
+Event* g_held = nullptr;     // held back from the last cycle, sorted
+Event* g_spare = nullptr;    // becomes g_held after the merge
+uint32_t g_held_count = 0;
+uint8_t* g_string_emitted = nullptr;
+uint32_t g_strings_low = 0;  // ids 1..low are all written
+uint64_t g_last_seq = 0;
+uint64_t g_late = 0;
+uint64_t g_events_written = 0;
+uint64_t g_drops_written[format::kDropReasonCount];
+Run g_runs[kMaxThreads + 1];
+
+// ---- the file --------------------------------------------------------------
+
+char* append(char* out, const char* s) {
+  while (*s) *out++ = *s++;
+  *out = 0;
+  return out;
+}
+
+// Primary process: exactly the configured path. Others (children, ranks):
+// the path's stem + ".r<RANK>.p<pid>.pstrace".
+void trace_path(char* out, size_t size) {
+  const char* base = g_config.output[0] ? g_config.output : "peakscope.pstrace";
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  if (g_config.output[0] && pid == g_config.primary_pid) {
+    strncpy(out, base, size - 1);
+    out[size - 1] = 0;
+    return;
+  }
+  char stem[4096];
+  strncpy(stem, base, sizeof stem - 1);
+  stem[sizeof stem - 1] = 0;
+  size_t n = strlen(stem);
+  const char* ext = ".pstrace";
+  if (n >= strlen(ext) && strcmp(stem + n - strlen(ext), ext) == 0) stem[n - strlen(ext)] = 0;
+  char* o = append(out, stem);
+  if (g_config.rank >= 0) {
+    o = append(o, ".r");
+    o = sys::format_uint(o, static_cast<uint64_t>(g_config.rank));
+  }
+  o = append(o, ".p");
+  o = sys::format_uint(o, pid);
+  append(o, ext);
+}
+
+void read_command_line(char* out, size_t size, size_t* length) {
+  *length = 0;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, size - 1);
+  close(fd);
+  if (n <= 0) return;
+  for (ssize_t i = 0; i < n; ++i)
+    if (out[i] == 0) out[i] = ' ';
+  while (n > 0 && out[n - 1] == ' ') --n;
+  *length = static_cast<size_t>(n);
+}
+
+bool open_file() {
+  if (g_fd >= 0) return true;
+  if (g_open_failed) return false;
+  static char path[4200];
+  trace_path(path, sizeof path);
+  g_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (g_fd < 0) {
+    g_open_failed = true;
+    if (!g_config.quiet) sys::say("cannot create trace file ", path, "; recording stopped");
+    g_phase.store(static_cast<uint32_t>(Phase::kStopped), std::memory_order_release);
+    return false;
+  }
+  format::FileHeader h{};
+  memcpy(h.magic, format::kMagic, sizeof h.magic);
+  h.version = format::kVersion;
+  h.min_reader_version = format::kMinReaderVersion;
+  h.header_bytes = sizeof h;
+  h.pid = static_cast<uint32_t>(getpid());
+  h.rank = g_config.rank;
+  h.local_rank = g_config.local_rank;
+  h.flags = (g_config.host_mode ? format::kHeaderHostMode : 0u) |
+            (g_config.reserved_level ? format::kHeaderReservedLevel : 0u);
+  h.realtime_ns = g_start_realtime_ns;
+  h.monotonic_ns = g_start_monotonic_ns;
+  h.parent_pid = g_parent_pid;
+  gethostname(h.hostname, sizeof h.hostname - 1);
+  h.header_crc = crc32c(&h, offsetof(format::FileHeader, header_crc));
+  sys::write_all(g_fd, &h, sizeof h);
+  static char command[4096];
+  size_t length = 0;
+  read_command_line(command, sizeof command, &length);
+  if (length) g_encoder.add_command(command, length);
+  return true;
+}
+
+void write_chunk() {
+  if (g_encoder.record_count() == 0) return;
+  if (open_file()) {
+    const size_t n = g_encoder.finish();
+    sys::write_all(g_fd, g_chunk, n);
+  }
+  g_encoder.begin();
+}
+
+// Each add_* retries once in a fresh chunk; a record that cannot fit in an
+// empty chunk is impossible by construction (strings are capped at 64 KiB).
+template <typename Add>
+void add_record(Add add) {
+  if (!add()) {
+    write_chunk();
+    add();
+  }
+}
+
+// ---- metadata ----------------------------------------------------------------
+
+void emit_strings() {
+  const uint32_t allocated = strings_allocated();
+  bool contiguous = true;
+  for (uint32_t id = g_strings_low + 1; id <= allocated && id <= kMaxStringIds; ++id) {
+    if (g_string_emitted[id]) {
+      if (contiguous) g_strings_low = id;
+      continue;
+    }
+    size_t length = 0;
+    const char* text = string_text(id, &length);
+    if (!text) {
+      contiguous = false;  // another thread is still publishing it
+      continue;
+    }
+    add_record([&] { return g_encoder.add_string(id, text, length); });
+    g_string_emitted[id] = 1;
+    if (contiguous) g_strings_low = id;
+  }
+}
+
+void emit_thread(ThreadBuffer* b) {
+  if (b->announced) return;
+  const size_t length = strnlen(b->name, sizeof b->name);
+  const auto tid = static_cast<uint64_t>(b->os_tid.load(std::memory_order_relaxed));
+  add_record([&] { return g_encoder.add_thread(b->index, tid, b->name, length); });
+  b->announced = true;
+}
+
+void emit_counts(bool force) {
+  uint64_t drops[format::kDropReasonCount];
+  bool changed = force;
+  for (int i = 0; i < format::kDropReasonCount; ++i) {
+    drops[i] = g_drops[i].load(std::memory_order_relaxed);
+    changed |= drops[i] != g_drops_written[i];
+  }
+  if (changed) {
+    add_record([&] { return g_encoder.add_counts(format::kMetaDrops, drops, format::kDropReasonCount); });
+    memcpy(g_drops_written, drops, sizeof drops);
+  }
+  if (g_late) add_record([&] { return g_encoder.add_counts(format::kMetaLate, &g_late, 1); });
+}
+
+// ---- one cycle -----------------------------------------------------------------
+
+bool thread_alive(int32_t tid) {
+  return tid <= 0 || syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH;
+}
+
+// Copies a buffer's published events into the drained area; returns the
+// watermark bound this buffer allows.
+uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t* runs) {
+  const bool busy = b->busy.load(std::memory_order_seq_cst) != 0;
+  const uint64_t head = b->head.load(std::memory_order_acquire);
+  const uint64_t tail = b->tail.load(std::memory_order_relaxed);
+  const uint64_t n = std::min<uint64_t>(head - tail, kStagingEvents - *drained);
+  if (n) {
+    Event* out = g_drained + *drained;
+    for (uint64_t i = 0; i < n; ++i) out[i] = b->slots[(tail + i) & b->mask];
+    b->tail.store(tail + n, std::memory_order_release);
+    b->floor_seq = std::max(b->floor_seq, out[n - 1].seq);
+    g_runs[(*runs)++] = Run{out, out + n};
+    *drained += static_cast<uint32_t>(n);
+  }
+  const bool complete = tail + n == head;
+  if (!complete || busy) return b->floor_seq + 1;
+  if (!thread_alive(b->os_tid.load(std::memory_order_relaxed))) {
+    // Its thread exited and everything it recorded is out: the buffer can be reused.
+    b->announced = false;
+    b->floor_seq = global_seq;
+    b->state.store(static_cast<uint32_t>(BufferState::kFree), std::memory_order_release);
+  }
+  return global_seq + 1;
+}
+
+bool run_before(const Run& a, const Run& b) { return a.next->seq > b.next->seq; }  // min-heap
+
+void cycle(bool force) {
+  if (!g_chunk) return;
+  const uint64_t global_seq = g_seq.load(std::memory_order_seq_cst);
+  uint64_t watermark = UINT64_MAX;
+  uint32_t drained = 0, runs = 0;
+  const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE);
+    if (!b || b->state.load(std::memory_order_acquire) != static_cast<uint32_t>(BufferState::kActive)) continue;
+    emit_thread(b);  // before drain(), which may hand the buffer to a new thread
+    watermark = std::min(watermark, drain(b, global_seq, &drained, &runs));
+  }
+  if (g_held_count) g_runs[runs++] = Run{g_held, g_held + g_held_count};
+  if (force || drained + g_held_count >= kStagingEvents) watermark = UINT64_MAX;
+
+  emit_strings();
+  std::make_heap(g_runs, g_runs + runs, run_before);
+  uint32_t kept = 0;
+  while (runs) {
+    std::pop_heap(g_runs, g_runs + runs, run_before);
+    Run& r = g_runs[runs - 1];
+    const Event& e = *r.next++;
+    if (e.seq < watermark) {
+      if (e.seq < g_last_seq) ++g_late;
+      g_last_seq = std::max(g_last_seq, e.seq);
+      add_record([&] { return g_encoder.add_event(e); });
+      ++g_events_written;
+    } else {
+      g_spare[kept++] = e;
+    }
+    if (r.next == r.end) {
+      --runs;
+    } else {
+      std::push_heap(g_runs, g_runs + runs, run_before);
+    }
+  }
+  std::swap(g_held, g_spare);
+  g_held_count = kept;
+  emit_counts(false);
+  write_chunk();
+}
+
+// Forced cycles first give busy producers a moment to finish their record, so
+// a flush rarely has to write out of order.
+void forced_cycle() {
+  for (int tries = 0; tries < 20; ++tries) {
+    bool any_busy = false;
+    const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < count && !any_busy; ++i) {
+      ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE);
+      any_busy = b && b->busy.load(std::memory_order_seq_cst) != 0;
+    }
+    if (!any_busy) break;
+    sys::sleep_ns(50000);
+  }
+  cycle(true);
+}
+
+void* writer_main(void*) {
+  t_state.internal = true;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the application's threads
+  pthread_setname_np(pthread_self(), "peakscope-wr");
+  const uint64_t interval = uint64_t{g_config.flush_ms} * 1000000ull;
+  while (!g_stop.load(std::memory_order_acquire)) {
+    if (g_wake.exchange(0, std::memory_order_acq_rel) == 0) sys::futex_wait(&g_wake, 0, interval);
+    g_wake.store(0, std::memory_order_relaxed);
+    const uint32_t requested = g_flush_requested.load(std::memory_order_acquire);
+    pthread_mutex_lock(&g_mutex);
+    if (requested != g_flush_done.load(std::memory_order_relaxed)) {
+      forced_cycle();
+    } else {
+      cycle(false);
+    }
+    pthread_mutex_unlock(&g_mutex);
+    if (requested != g_flush_done.load(std::memory_order_relaxed)) {
+      g_flush_done.store(requested, std::memory_order_release);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+    }
+  }
+  return nullptr;
+}
+
+bool allocate_areas() {
+  if (g_chunk) return true;
+  g_chunk = static_cast<uint8_t*>(sys::map_pages(kChunkBytes + sizeof(format::ChunkHeader)));
+  g_drained = static_cast<Event*>(sys::map_pages(sizeof(Event) * kStagingEvents));
+  g_held = static_cast<Event*>(sys::map_pages(sizeof(Event) * kStagingEvents));
+  g_spare = static_cast<Event*>(sys::map_pages(sizeof(Event) * kStagingEvents));
+  g_string_emitted = static_cast<uint8_t*>(sys::map_pages(kMaxStringIds + 2));
+  if (!g_chunk || !g_drained || !g_held || !g_spare || !g_string_emitted) {
+    g_chunk = nullptr;
+    return false;
+  }
+  g_encoder = format::ChunkEncoder(g_chunk, kChunkBytes + sizeof(format::ChunkHeader), g_codec_threads, kMaxThreads);
+  g_encoder.begin();
+  return true;
+}
+
+bool spawn_thread() {
+  g_stop.store(false, std::memory_order_relaxed);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  const bool ok = pthread_create(&g_thread, &attr, writer_main, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  g_running.store(ok, std::memory_order_release);
+  return ok;
+}
+
+}  // namespace
+
+bool on_writer_thread() { return g_running.load(std::memory_order_relaxed) && pthread_equal(pthread_self(), g_thread); }
+
+bool writer_start() {
+  if (g_running.load(std::memory_order_acquire)) return true;
+  if (!allocate_areas()) {
+    if (!g_config.quiet) sys::say("cannot map writer memory; recording stopped");
+    return false;
+  }
+  // The primary process always leaves a trace, even an empty one.
+  if (g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid && !open_file()) return false;
+  return spawn_thread();
+}
+
+void writer_nudge() {
+  if (g_wake.load(std::memory_order_relaxed) == 0 && g_wake.exchange(1, std::memory_order_acq_rel) == 0)
+    sys::futex_wake(&g_wake);
+}
+
+bool writer_flush(uint64_t timeout_ns) {
+  if (!g_running.load(std::memory_order_acquire) || on_writer_thread()) return false;
+  const uint32_t ticket = g_flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  g_wake.store(1, std::memory_order_release);
+  sys::futex_wake(&g_wake);
+  const uint64_t deadline = sys::monotonic_ns() + timeout_ns;
+  for (;;) {
+    const uint32_t done = g_flush_done.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(done - ticket) >= 0) return true;
+    const uint64_t now = sys::monotonic_ns();
+    if (now >= deadline) return false;
+    sys::futex_wait(&g_flush_done, done, std::min<uint64_t>(deadline - now, 10000000ull));
+  }
+}
+
+void writer_stop() {
+  if (g_running.exchange(false, std::memory_order_acq_rel)) {
+    g_stop.store(true, std::memory_order_release);
+    g_wake.store(1, std::memory_order_release);
+    sys::futex_wake(&g_wake);
+    pthread_join(g_thread, nullptr);
+  }
+  if (!g_chunk) return;
+  pthread_mutex_lock(&g_mutex);
+  forced_cycle();
+  if (g_fd >= 0 || (g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid)) {
+    emit_counts(true);
+    add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
+    write_chunk();
+  }
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+  pthread_mutex_unlock(&g_mutex);
+}
+
+void writer_before_fork() { pthread_mutex_lock(&g_mutex); }
+void writer_after_fork_parent() { pthread_mutex_unlock(&g_mutex); }
+
+void writer_after_fork_child() {
+  // The parent's writer thread does not exist here and its file is not ours.
+  pthread_mutex_unlock(&g_mutex);
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+  g_open_failed = false;
+  g_running.store(false, std::memory_order_relaxed);
+  g_held_count = 0;
+  g_strings_low = 0;
+  g_last_seq = 0;
+  g_late = 0;
+  g_events_written = 0;
+  memset(g_drops_written, 0, sizeof g_drops_written);
+  if (g_string_emitted) memset(g_string_emitted, 0, kMaxStringIds + 2);
+  g_flush_requested.store(0, std::memory_order_relaxed);
+  g_flush_done.store(0, std::memory_order_relaxed);
+  g_wake.store(0, std::memory_order_relaxed);
+  if (g_chunk) g_encoder.begin();
+}
+
+bool writer_restart_in_child() { return spawn_thread(); }
+
+}  // namespace psc::rt

@@ -1,0 +1,29 @@
+// The writer thread: drains every thread's buffer, merges events into global
+// sequence order, encodes chunks and writes them to the trace file at least
+// every flush interval, at exit, and at fatal signals.
+#pragma once
+
+#include <cstdint>
+
+namespace psc::rt {
+
+// Starts the writer thread (idempotent). Opens the file now for the primary
+// process, else lazily at the first event.
+bool writer_start();
+// Asks the writer to wake soon (a buffer is filling up). Cheap when awake.
+void writer_nudge();
+// Writes everything recorded so far; waits at most timeout_ns. Async-signal-safe
+// (used from the fatal-signal handler): futex and nanosleep only.
+bool writer_flush(uint64_t timeout_ns);
+// Final flush, END record, close the file, stop the thread.
+void writer_stop();
+// pthread_atfork handlers.
+void writer_before_fork();
+void writer_after_fork_parent();
+void writer_after_fork_child();
+// Starts a fresh writer thread in a fork child that keeps recording.
+bool writer_restart_in_child();
+// True on the writer thread.
+bool on_writer_thread();
+
+}  // namespace psc::rt
