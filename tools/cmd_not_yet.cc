@@ -13,8 +13,6 @@ int cmd_export(int, char**) { not_yet("export"); }
 int cmd_import(int, char**) { not_yet("import"); }
 int cmd_calibrate(int, char**) { not_yet("calibrate"); }
 int cmd_check(int, char**) { not_yet("check"); }
-int cmd_price(int, char**) { not_yet("price"); }
-int cmd_replay(int, char**) { not_yet("replay"); }
 int cmd_report(int, char**) { not_yet("report"); }
 
 }  // namespace psc::cli
