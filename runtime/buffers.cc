@@ -45,9 +45,10 @@ ThreadBuffer* attach_buffer(int32_t os_tid) {
     ThreadBuffer* b = g_buffers[i];
     if (!b) continue;
     uint32_t expected = static_cast<uint32_t>(BufferState::kFree);
-    if (b->state.compare_exchange_strong(expected, static_cast<uint32_t>(BufferState::kActive),
+    if (b->state.compare_exchange_strong(expected, static_cast<uint32_t>(BufferState::kClaimed),
                                          std::memory_order_acq_rel)) {
       take(b, os_tid);
+      b->state.store(static_cast<uint32_t>(BufferState::kActive), std::memory_order_release);
       return b;
     }
   }

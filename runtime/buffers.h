@@ -16,7 +16,10 @@ namespace psc::rt {
 
 constexpr uint32_t kMaxThreads = 1024;
 
-enum class BufferState : uint32_t { kFree = 0, kActive = 1 };
+// kClaimed: a thread is taking the buffer over; the writer ignores it until
+// the new owner's tid is stored, so it cannot mistake the old owner's death
+// for the new one's.
+enum class BufferState : uint32_t { kFree = 0, kActive = 1, kClaimed = 2 };
 
 struct alignas(64) ThreadBuffer {
   // Producer-owned line.

@@ -51,7 +51,7 @@ void load_config() {
   c.buffer_events = round_up_pow2(env_uint("PEAKSCOPE_BUFFER_EVENTS", 16384), 256, 1u << 22);
   uint64_t flush = env_uint("PEAKSCOPE_FLUSH_MS", 50);
   c.flush_ms = static_cast<uint32_t>(flush == 0 ? 1 : (flush > 100 ? 100 : flush));
-  c.max_wait_ms = static_cast<uint32_t>(env_uint("PEAKSCOPE_MAX_WAIT_MS", 2000));
+  c.max_wait_ms = static_cast<uint32_t>(env_uint("PEAKSCOPE_MAX_WAIT_MS", 10000));
   const char* fork = getenv("PEAKSCOPE_FORK");
   c.fork_policy = (fork && strcmp(fork, "stop") == 0) ? ForkPolicy::kStop : ForkPolicy::kFollow;
   c.disabled = env_flag("PEAKSCOPE_DISABLE");

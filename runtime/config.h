@@ -17,7 +17,7 @@ struct Config {
   bool reserved_level;        // PEAKSCOPE_LEVEL=reserved
   uint32_t buffer_events;     // PEAKSCOPE_BUFFER_EVENTS per thread (power of two, default 16384)
   uint32_t flush_ms;          // PEAKSCOPE_FLUSH_MS (default 50, at most 100)
-  uint32_t max_wait_ms;       // PEAKSCOPE_MAX_WAIT_MS a full buffer may block a thread (default 2000)
+  uint32_t max_wait_ms;       // PEAKSCOPE_MAX_WAIT_MS a full buffer may block a thread (default 10000)
   ForkPolicy fork_policy;     // PEAKSCOPE_FORK=follow|stop
   bool disabled;              // PEAKSCOPE_DISABLE=1
   bool quiet;                 // PEAKSCOPE_QUIET=1: no messages on stderr

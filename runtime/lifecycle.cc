@@ -19,6 +19,9 @@ extern uint32_t g_parent_pid;
 namespace {
 
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
+// The process we initialised (or were forked into). A vfork child shares our
+// memory but not our pid, and must not touch the recorder.
+pid_t g_pid = 0;
 struct sigaction g_previous[65];
 constexpr uint64_t kSignalFlushNs = 1000000000ull;
 
@@ -67,6 +70,7 @@ void before_fork() { writer_before_fork(); }
 void after_fork_parent() { writer_after_fork_parent(); }
 
 void after_fork_child() {
+  g_pid = getpid();
   g_parent_pid = static_cast<uint32_t>(getppid());
   writer_after_fork_child();
   reset_buffers_after_fork();
@@ -90,6 +94,7 @@ __attribute__((constructor(101))) void psc_initialise() {
     return;
   }
   stamp_clocks();
+  g_pid = getpid();
   install_signal_handlers();
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   set_phase(Phase::kRecording);
@@ -104,4 +109,18 @@ __attribute__((destructor(101))) void psc_finalise() {
   set_phase(Phase::kStopped);
 }
 
+void finalise_before_exit() {
+  if (getpid() == g_pid) psc_finalise();
+}
+
 }  // namespace psc::rt
+
+// _exit() skips atexit handlers and destructors; multiprocessing workers and
+// forked children leave this way. Close the trace first.
+PSC_EXPORT void _exit(int status) {
+  psc::rt::finalise_before_exit();
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+PSC_EXPORT void _Exit(int status) { _exit(status); }

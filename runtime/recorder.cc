@@ -42,15 +42,19 @@ PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
 }
 
 // The buffer is full: wake the writer and wait for room, at most max_wait_ms.
+// The back-off grows to 1 ms so that many waiting threads leave the writer
+// the processor it needs to drain them.
 PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
   const uint64_t deadline = sys::monotonic_ns() + uint64_t{g_config.max_wait_ms} * 1000000ull;
+  uint64_t pause_ns = 10000;
   for (;;) {
     b->cached_tail = b->tail.load(std::memory_order_acquire);
     if (head - b->cached_tail <= b->mask) return true;
     if (on_writer_thread() || g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording)) break;
     writer_nudge();
     if (sys::monotonic_ns() > deadline) break;
-    sys::sleep_ns(20000);
+    sys::sleep_ns(pause_ns);
+    if (pause_ns < 1000000) pause_ns *= 2;
   }
   count_drop(format::DropReason::kBufferFull);
   return false;
