@@ -25,6 +25,7 @@ nothing, so checkpointing sees the same saved tensors in forward and recompute.
 import itertools
 import threading
 import warnings
+import weakref
 
 import torch
 
@@ -286,27 +287,33 @@ def _head_names(name):
     return {phase: f"head/{name}" for phase in _LAYER_PHASES}
 
 
+_annotated_lock = threading.Lock()
+_annotated = weakref.WeakSet()  # modules some Annotation has hooked and not removed
+
+
 class Annotation:
     """What `annotate` attached; `remove()` takes it all off again."""
 
     def __init__(self):
         self.sites = []
-        self._modules = set()
+        self._modules = []
 
     def _add_module(self, module, label, names):
-        if id(module) in self._modules:
-            raise ValueError(f"peakscope: {label} is already annotated")
-        self._modules.add(id(module))
+        with _annotated_lock:
+            if module in _annotated:
+                raise ValueError(f"peakscope: {label} ({type(module).__name__}) is already annotated")
+            _annotated.add(module)
+        self._modules.append(module)
         site = _Site(label, names, module.parameters)
         site.handles.append(module.register_forward_pre_hook(lambda m, args: _before(site, args)))
         site.handles.append(module.register_forward_hook(lambda m, args, out: _after(site, out)))
         self.sites.append(site)
         return site
 
-    def _mark_shared(self, modules):
+    def _mark_shared(self):
         """Parameters used by several sites end none of them (see _Site.trainable)."""
         owners = {}
-        for site, module in zip(self.sites, modules):
+        for site, module in zip(self.sites, self._modules):
             for param in module.parameters():
                 owners.setdefault(id(param), set()).add(id(site))
         shared = {pid for pid, sites in owners.items() if len(sites) > 1}
@@ -316,8 +323,11 @@ class Annotation:
     def remove(self):
         for site in self.sites:
             site.remove()
+        with _annotated_lock:
+            for module in self._modules:
+                _annotated.discard(module)
         self.sites = []
-        self._modules = set()
+        self._modules = []
 
     def __enter__(self):
         return self
@@ -351,15 +361,16 @@ def annotate(model=None, layers=None, head_modules=None, layer_offset=0):
             raise ValueError("peakscope.annotate: give a model or layers")
         layers = _default_layers(model)
     annotation = Annotation()
-    modules = []
-    for index, layer in enumerate(layers):
-        name = f"layer.{index + layer_offset}"
-        annotation._add_module(layer, name, _layer_names(index + layer_offset))
-        modules.append(layer)
-    for name, module in (head_modules or {}).items():
-        annotation._add_module(module, f"head/{name}", _head_names(name))
-        modules.append(module)
-    annotation._mark_shared(modules)
+    try:
+        for index, layer in enumerate(layers):
+            annotation._add_module(layer, f"layer.{index + layer_offset}",
+                                   _layer_names(index + layer_offset))
+        for name, module in (head_modules or {}).items():
+            annotation._add_module(module, f"head/{name}", _head_names(name))
+    except BaseException:
+        annotation.remove()
+        raise
+    annotation._mark_shared()
     return annotation
 
 

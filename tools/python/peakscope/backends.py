@@ -91,7 +91,7 @@ def _find_capi_library():
     path = os.environ.get(ENV_LIBRARY)
     if path:
         try:
-            library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            library = ctypes.CDLL(path)
         except OSError as error:
             raise BackendUnavailable(f"{ENV_LIBRARY}={path}: cannot load: {error}") from None
         if not hasattr(library, "psc_range_push"):
@@ -228,7 +228,7 @@ def _auto_backend():
     try:
         return CApiBackend()
     except BackendUnavailable as reason:
-        warnings.warn(f"peakscope: annotations are disabled: {reason}", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"peakscope: annotations are disabled: {reason}", RuntimeWarning, stacklevel=2)
         return NoopBackend()
 
 
@@ -250,11 +250,16 @@ def set_backend(choice="auto"):
     """Chooses where annotations go; returns the backend now in use.
 
     `choice` is a Backend instance or one of "auto", "nvtx", "capi", "none",
-    "recording". Naming a backend that cannot work here raises
-    BackendUnavailable. Ranges already open stay on the backend that opened
-    them only as far as the caller keeps them balanced: switch between steps.
+    "recording"; None forgets the choice, so the next annotation chooses again
+    (PEAKSCOPE_BACKEND, else automatically). Naming a backend that cannot work
+    here raises BackendUnavailable. Switch between steps: a range is popped on
+    whatever backend is current when it closes.
     """
     global _backend
+    if choice is None:
+        with _lock:
+            _backend = None
+        return None
     backend = choice if isinstance(choice, Backend) else _make(choice)
     with _lock:
         _backend = backend

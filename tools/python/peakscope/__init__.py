@@ -1,0 +1,30 @@
+"""peakscope's Python helper: names what a PyTorch training step is doing.
+
+    import peakscope
+    peakscope.annotate(model, layers=model.layers,
+                       head_modules={"embedding": model.embed, "lm_head": model.lm_head})
+    peakscope.annotate_optimizer(optimizer)
+    with peakscope.wave(tokens=2047, slots=["a"], groups=1, cold=True):
+        loss = model(batch)
+        loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+Ranges follow the design's convention (forward/layer.<i>, recompute/layer.<i>,
+backward/layer.<i>, head/<name>, optimizer/step, optimizer/zero_grad, wave) and
+go through NVTX when CUDA is available, the peakscope C API otherwise, and
+nowhere (with one warning) when neither is there. See docs/python.md.
+"""
+
+from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBackend,
+                                NvtxBackend, RecordingBackend, get_backend, set_backend)
+from peakscope.ranges import flush, mark, pop, push, range, wave, wave_payload
+from peakscope.annotate import (Annotation, OptimizerAnnotation, annotate, annotate_optimizer,
+                                in_backward, wrap)
+
+__all__ = [
+    "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "NoopBackend", "NvtxBackend",
+    "OptimizerAnnotation", "RecordingBackend", "annotate", "annotate_optimizer", "flush",
+    "get_backend", "in_backward", "mark", "pop", "push", "range", "set_backend", "wave",
+    "wave_payload", "wrap",
+]
