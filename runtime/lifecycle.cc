@@ -103,7 +103,8 @@ __attribute__((constructor(101))) void psc_initialise() {
 }
 
 __attribute__((destructor(101))) void psc_finalise() {
-  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kUninitialised)) return;
+  // Nothing to close when recording never ran here or is already closed.
+  if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::kRecording)) return;
   t_state.internal = true;
   writer_stop();
   set_phase(Phase::kStopped);

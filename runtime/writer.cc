@@ -257,6 +257,9 @@ void cycle(bool force) {
     emit_thread(b);  // before drain(), which may hand the buffer to a new thread
     watermark = std::min(watermark, drain(b, global_seq, &drained, &runs));
   }
+  // A process that has recorded nothing gets no file (children that only
+  // exec, fork-stopped children); metadata waits in the chunk until events come.
+  if (g_fd < 0 && drained == 0 && g_held_count == 0) return;
   if (g_held_count) g_runs[runs++] = Run{g_held, g_held + g_held_count};
   if (force || drained + g_held_count >= kStagingEvents) watermark = UINT64_MAX;
 

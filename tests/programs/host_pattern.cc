@@ -6,6 +6,8 @@
 //   host_pattern fork BLOCKS BYTES        allocate in parent, fork a child that allocates, both free
 //   host_pattern ranges                   C API ranges around allocations (needs the preload)
 //   host_pattern abort BLOCKS BYTES       allocate, then abort()
+//   host_pattern realloc                  posix_memalign 100000, realloc to 300000, free; one small block
+//   host_pattern exit CODE                exit with CODE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +120,15 @@ int main(int argc, char** argv) {
   if (argc >= 4 && !strcmp(argv[1], "hold")) return hold(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
   if (argc >= 4 && !strcmp(argv[1], "fork")) return forking(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
   if (argc >= 2 && !strcmp(argv[1], "ranges")) return ranges();
+  if (argc >= 2 && !strcmp(argv[1], "realloc")) {
+    void* p = aligned_block(100000);
+    void* q = realloc(p, 300000);
+    if (!q) return 5;
+    free(q);
+    free(aligned_block(1000));  // below the 4 KiB default threshold: not recorded
+    return 0;
+  }
+  if (argc >= 3 && !strcmp(argv[1], "exit")) return atoi(argv[2]);
   if (argc >= 4 && !strcmp(argv[1], "abort")) {
     for (int i = 0; i < atoi(argv[2]); ++i) aligned_block(strtoull(argv[3], nullptr, 10));
     abort();
