@@ -42,6 +42,12 @@ std::string member(const std::string& path, std::string_view key) {
 }
 std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
 
+// Parsed text gives non-negative integers the unsigned type; JSON built in C++
+// from signed integers keeps the signed type. Both are fine when >= 0.
+bool is_non_negative_integer(const Json& value) {
+  return value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+}
+
 struct ParsedGroup {
   std::optional<std::string> slot;
   std::vector<Bytes> boundary;  // absolute, or per token in admission plans
@@ -82,7 +88,7 @@ class PlanReader {
   }
 
   Bytes bytes(const Json& value, const std::string& field, std::int64_t scale = 1) {
-    if (!value.is_number_unsigned()) fail(field, "must be a non-negative integer");
+    if (!is_non_negative_integer(value)) fail(field, "must be a non-negative integer");
     const std::uint64_t raw = value.get<std::uint64_t>();
     if (raw > static_cast<std::uint64_t>(kMaxTotalBytes)) fail(field, "must be at most 2^56 bytes");
     count(static_cast<__int128>(raw) * scale, field);
@@ -194,7 +200,7 @@ class PlanReader {
     if (!list.is_array()) fail("children", "must be an array of plans");
     for (std::string_view key : {"output_bytes", "workspace_bytes", "input_gradient_bytes"}) {
       auto it = root.find(key);
-      if (it != root.end() && !(it->is_number_unsigned() && it->get<std::uint64_t>() == 0)) {
+      if (it != root.end() && !(is_non_negative_integer(*it) && it->get<std::uint64_t>() == 0)) {
         fail(std::string(key), "a split wave takes this from its children; give it there");
       }
     }
@@ -285,7 +291,7 @@ class PlanReader {
     for (size_t i = 0; i < list.size(); ++i) {
       const Json& v = list[i];
       const size_t layers = layers_.value_or(0);
-      if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= layers) {
+      if (!is_non_negative_integer(v) || v.get<std::uint64_t>() >= layers) {
         fail(item(path, i), layers == 0 ? std::string("the plan has no decoder layers")
                                         : fmt::format("must be a layer index from 0 to {}", layers - 1));
       }
@@ -333,7 +339,7 @@ AdmissionPlan parse_admission_plan(const Json& json, const std::string& field_pr
   if (max_tokens == json.end()) {
     reader.fail("max_tokens", "required field missing: --budget prices a per-token admission plan (docs/pricing.md)");
   }
-  if (!max_tokens->is_number_unsigned() || max_tokens->get<std::uint64_t>() < 1 ||
+  if (!is_non_negative_integer(*max_tokens) || max_tokens->get<std::uint64_t>() < 1 ||
       max_tokens->get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxAdmissionTokens)) {
     reader.fail("max_tokens", "must be an integer from 1 to 2^40");
   }

@@ -116,6 +116,7 @@ Price price(const Plan& plan) {
     ForwardTerms terms = forward_terms(forward.groups);
     c.retained += terms.retained;
     adapters.push_back(terms.adapter);
+    if (forward.groups.empty()) continue;  // no backward: no adapter term, no peak
 
     auto same = std::find_if(sets.begin(), sets.end(), [&](const SlotSetCharge& s) { return s.slots == terms.slots; });
     if (same == sets.end()) {

@@ -73,7 +73,8 @@ Replay replay_report(const Json& report, bool allow_source_drift) {
 
   std::optional<Bytes> budget;
   if (auto it = report.find("budget_bytes"); it != report.end()) {
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    const bool non_negative = it->is_number_unsigned() || (it->is_number_integer() && it->get<std::int64_t>() >= 0);
+    if (!non_negative || it->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
       throw PlanError("budget_bytes", "must be a non-negative integer");
     }
     budget = static_cast<Bytes>(it->get<std::uint64_t>());

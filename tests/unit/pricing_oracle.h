@@ -1,0 +1,194 @@
+// Brute-force oracle for the pricing model: simulates the backward layer by layer,
+// tensor by tensor, in every order, and reports the worst live bytes over the floor.
+// It shares no code with estimator/pricing.cc; it follows DESIGN.md's stated
+// semantics, not the closed form:
+//
+//  - the floor holds every boundary of every group of every child;
+//  - a group's backward first allocates the gradients of its slot's parameters
+//    that live outside the decoder (or belong to no layer), then walks layers
+//    L-1..0: at layer i it allocates the gradient of every parameter it touches
+//    there for the first time, the state is observed, and boundary i is freed;
+//  - a parameter that already has a gradient, or is not trainable, allocates
+//    nothing; a group whose slot is null trains nothing;
+//  - groups of one forward run one after another in any order;
+//  - split children whose trained slot sets are equal share their gradient
+//    tensors (keyed by slot and parameter) and run one after another in any
+//    order; children with different slot sets are independent and may
+//    interleave arbitrarily, so their worst states add up. (Where two different
+//    sets overlap in a slot the real tensors are shared and the real peak can
+//    only be lower; the model charges the sum, on purpose.)
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace psc::pricing::oracle {
+
+struct Tensor {
+  std::string name;
+  std::vector<int> layers;  // empty: belongs to no layer
+  std::int64_t local_bytes = 0;
+  bool trainable = true;
+  bool has_gradient = false;
+  bool outside_decoder = false;
+};
+
+struct Group {
+  std::optional<std::string> slot;
+  std::vector<std::int64_t> boundary;
+  std::vector<Tensor> tensors;  // the slot's parameters
+};
+
+struct Forward {
+  std::int64_t output = 0;
+  std::int64_t workspace = 0;
+  std::int64_t input_gradient = 0;
+  std::vector<Group> groups;
+};
+
+struct Wave {
+  std::int64_t safety_numerator = 1024;  // safety factor = numerator / 1024, exact in binary
+  std::int64_t transient = 0;
+  bool profiled = false;
+  std::vector<Forward> forwards;
+};
+
+struct Result {
+  std::int64_t adapter = 0;  // worst excess over the floor
+  std::int64_t retained = 0;
+  std::int64_t raw = 0;
+  std::int64_t required = 0;
+  std::set<std::string> slots;  // slots that allocated any gradient
+  std::vector<std::int64_t> set_worst;  // worst excess of each slot set of children
+  // Worst excess observed while (forward, group) was at `layer` (-1: before its
+  // first layer), over every order: a reported peak location must reach `adapter`.
+  std::map<std::tuple<int, int, int>, std::int64_t> excess_at;
+};
+
+inline bool trains(const Group& group, const Tensor& tensor) {
+  return group.slot && tensor.trainable && !tensor.has_gradient;
+}
+
+inline std::set<std::string> trained_slots(const Forward& forward) {
+  std::set<std::string> slots;
+  for (const Group& group : forward.groups) {
+    for (const Tensor& t : group.tensors) {
+      if (trains(group, t) && t.local_bytes > 0) slots.insert(*group.slot);
+    }
+  }
+  return slots;
+}
+
+class Simulation {
+ public:
+  Simulation(const Wave& wave, std::vector<int> forwards) : wave_(wave), forwards_(std::move(forwards)) {}
+
+  // Worst excess over every order of the children and of each child's groups.
+  std::int64_t run(std::map<std::tuple<int, int, int>, std::int64_t>& excess_at) {
+    excess_at_ = &excess_at;
+    std::vector<int> child_order = forwards_;
+    std::sort(child_order.begin(), child_order.end());
+    do {
+      group_orders_.assign(child_order.size(), {});
+      enumerate_group_orders(child_order, 0);
+    } while (std::next_permutation(child_order.begin(), child_order.end()));
+    return worst_;
+  }
+
+ private:
+  void enumerate_group_orders(const std::vector<int>& child_order, size_t c) {
+    if (c == child_order.size()) {
+      simulate(child_order);
+      return;
+    }
+    std::vector<int> order(wave_.forwards[child_order[c]].groups.size());
+    std::iota(order.begin(), order.end(), 0);
+    do {
+      group_orders_[c] = order;
+      enumerate_group_orders(child_order, c + 1);
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+
+  void simulate(const std::vector<int>& child_order) {
+    std::int64_t live = 0;
+    std::set<std::string> allocated;
+    auto allocate = [&](const std::string& slot, const Tensor& t) {
+      if (allocated.insert(slot + "\n" + t.name).second) live += t.local_bytes;
+    };
+    for (size_t c = 0; c < child_order.size(); ++c) {
+      const int f = child_order[c];
+      for (int g : group_orders_[c]) {
+        const Group& group = wave_.forwards[f].groups[g];
+        for (const Tensor& t : group.tensors) {
+          if (trains(group, t) && (t.outside_decoder || t.layers.empty())) allocate(*group.slot, t);
+        }
+        observe(f, g, -1, live);
+        for (int layer = static_cast<int>(group.boundary.size()) - 1; layer >= 0; --layer) {
+          for (const Tensor& t : group.tensors) {
+            const bool touched = std::find(t.layers.begin(), t.layers.end(), layer) != t.layers.end();
+            if (trains(group, t) && !t.outside_decoder && touched) allocate(*group.slot, t);
+          }
+          observe(f, g, layer, live);
+          live -= group.boundary[layer];
+        }
+        observe(f, g, -2, live);  // after the group: not a location a price names
+      }
+    }
+  }
+
+  void observe(int f, int g, int layer, std::int64_t live) {
+    worst_ = std::max(worst_, live);
+    auto key = std::make_tuple(f, g, layer);
+    auto it = excess_at_->find(key);
+    if (it == excess_at_->end()) {
+      excess_at_->emplace(key, live);
+    } else {
+      it->second = std::max(it->second, live);
+    }
+  }
+
+  const Wave& wave_;
+  std::vector<int> forwards_;
+  std::vector<std::vector<int>> group_orders_;
+  std::map<std::tuple<int, int, int>, std::int64_t>* excess_at_ = nullptr;
+  std::int64_t worst_ = 0;  // the state before any backward: excess 0
+};
+
+inline Result price(const Wave& wave) {
+  Result result;
+  std::map<std::set<std::string>, std::vector<int>> by_slot_set;
+  bool any_group = false;
+  std::int64_t output = 0, workspace = 0, input_gradient = 0;
+  for (size_t f = 0; f < wave.forwards.size(); ++f) {
+    const Forward& forward = wave.forwards[f];
+    output += forward.output;
+    workspace = std::max(workspace, forward.workspace);
+    input_gradient += forward.input_gradient;
+    any_group = any_group || !forward.groups.empty();
+    for (const Group& group : forward.groups) {
+      for (std::int64_t b : group.boundary) result.retained += b;
+    }
+    std::set<std::string> slots = trained_slots(forward);
+    result.slots.insert(slots.begin(), slots.end());
+    by_slot_set[slots].push_back(static_cast<int>(f));
+  }
+  // Different slot sets interleave freely and share nothing: every combination of
+  // their states occurs, so the worst joint state is the sum of their worsts.
+  for (const auto& [slots, forwards] : by_slot_set) {
+    result.set_worst.push_back(Simulation(wave, forwards).run(result.excess_at));
+    result.adapter += result.set_worst.back();
+  }
+  const std::int64_t transient = any_group && !wave.profiled ? wave.transient : 0;
+  result.raw = output + result.retained + workspace + input_gradient + result.adapter + transient;
+  result.required = static_cast<std::int64_t>(static_cast<__int128>(result.raw) * wave.safety_numerator / 1024);
+  return result;
+}
+
+}  // namespace psc::pricing::oracle

@@ -1,0 +1,209 @@
+// Property tests: the closed form against the brute-force oracle
+// (tests/unit/pricing_oracle.h), to the byte, on random waves priced through the
+// JSON input path (so parameter metadata goes through the estimator's derivation).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "estimator/plan.h"
+#include "estimator/pricing.h"
+#include "tests/unit/pricing_cases.h"
+#include "tests/unit/pricing_oracle.h"
+
+namespace psc::pricing {
+namespace {
+
+using testing::Case;
+using testing::Shape;
+
+// What the random cases exercised, so a generator that stopped producing the
+// interesting cases would be noticed.
+struct Coverage {
+  int cases = 0;
+  int worst_order_not_drain_order = 0;  // another group's positive net mattered
+  int shared_parameter_mattered = 0;    // counting it at its lowest layer changes the price
+  int outside_mattered = 0;
+  int same_slot_set_children = 0;
+};
+
+void expect_matches_oracle(const Case& c, Coverage& coverage) {
+  const Json plan_text = testing::plan_json(c);
+  const Plan plan = parse_plan(plan_text);
+  const Price got = price(plan);
+  const oracle::Result want = oracle::price(c.wave);
+  ++coverage.cases;
+
+  ASSERT_EQ(got.components.adapter_gradient, want.adapter) << plan_text.dump();
+  ASSERT_EQ(got.components.retained, want.retained) << plan_text.dump();
+  ASSERT_EQ(got.raw_bytes, want.raw) << plan_text.dump();
+  ASSERT_EQ(got.required_bytes, want.required) << plan_text.dump();
+  ASSERT_EQ(got.components.adapter_gradient_slots,
+            std::vector<std::string>(want.slots.begin(), want.slots.end()))
+      << plan_text.dump();
+
+  // The reported location must be one where some order reaches the largest
+  // single charge.
+  bool any_group = false;
+  for (const Forward& f : plan.forwards) any_group = any_group || !f.groups.empty();
+  ASSERT_EQ(got.peak.group >= 0, any_group) << plan_text.dump();
+  if (any_group) {
+    const std::int64_t largest = *std::max_element(want.set_worst.begin(), want.set_worst.end());
+    const auto at = want.excess_at.find({got.peak.forward, got.peak.group, got.peak.layer});
+    ASSERT_NE(at, want.excess_at.end()) << plan_text.dump();
+    ASSERT_EQ(at->second, largest) << plan_text.dump();
+    if (got.peak_group) {
+      ASSERT_EQ(plan.forwards[got.peak.forward].groups[got.peak.group].slot, got.peak_group);
+    }
+  }
+
+  // Coverage bookkeeping: the single-group worst (no other nets) falls short.
+  for (const Forward& f : plan.forwards) {
+    Bytes worst_single = 0;
+    for (const Group& g : f.groups) worst_single = std::max(worst_single, group_excess(g).extra);
+    if (adapter_term(f.groups).bytes > worst_single) ++coverage.worst_order_not_drain_order;
+    for (const Group& g : f.groups) {
+      Group without = g;
+      without.outside_gradient_bytes = 0;
+      if (g.outside_gradient_bytes > 0 && group_excess(without).extra != group_excess(g).extra) {
+        ++coverage.outside_mattered;
+      }
+    }
+  }
+  for (size_t i = 0; i < plan.forwards.size(); ++i) {
+    for (size_t j = i + 1; j < plan.forwards.size(); ++j) {
+      const auto si = adapter_gradient_slots(plan.forwards[i]);
+      if (!si.empty() && si == adapter_gradient_slots(plan.forwards[j])) ++coverage.same_slot_set_children;
+    }
+  }
+  for (const oracle::Forward& f : c.wave.forwards) {
+    for (const oracle::Group& g : f.groups) {
+      if (!g.slot || !c.as_parameters.at(*g.slot)) continue;
+      for (const oracle::Tensor& t : g.tensors) {
+        if (t.layers.size() < 2 || !oracle::trains(g, t) || t.outside_decoder || t.local_bytes == 0) continue;
+        // Move the tensor to its lowest layer and see whether the oracle notices.
+        oracle::Wave moved = c.wave;
+        for (oracle::Forward& mf : moved.forwards) {
+          for (oracle::Group& mg : mf.groups) {
+            if (mg.slot != g.slot) continue;
+            for (oracle::Tensor& mt : mg.tensors) {
+              if (mt.name == t.name) mt.layers = {*std::min_element(t.layers.begin(), t.layers.end())};
+            }
+          }
+        }
+        if (oracle::price(moved).adapter != want.adapter) ++coverage.shared_parameter_mattered;
+      }
+    }
+  }
+}
+
+TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
+  std::mt19937_64 rng(20261129);
+  Coverage coverage;
+  Shape shape;
+  shape.max_groups = 6;
+  for (int i = 0; i < 1500; ++i) {
+    expect_matches_oracle(testing::random_case(rng, shape), coverage);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(coverage.worst_order_not_drain_order, 100);
+  EXPECT_GT(coverage.shared_parameter_mattered, 20);
+  EXPECT_GT(coverage.outside_mattered, 100);
+}
+
+TEST(PricingProperty, SplitWavesMatchBruteForce) {
+  std::mt19937_64 rng(4242);
+  Coverage coverage;
+  Shape shape;
+  shape.max_groups = 6;
+  shape.max_children = 3;
+  shape.slot_pool = 3;  // few slots, so children often train the same set
+  for (int i = 0; i < 1500; ++i) {
+    expect_matches_oracle(testing::random_case(rng, shape), coverage);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(coverage.same_slot_set_children, 100);
+  EXPECT_GT(coverage.worst_order_not_drain_order, 50);
+}
+
+TEST(PricingProperty, ManyLayersFewGroups) {
+  std::mt19937_64 rng(99);
+  Coverage coverage;
+  Shape shape;
+  shape.max_layers = 40;
+  shape.max_groups = 3;
+  shape.max_children = 2;
+  for (int i = 0; i < 400; ++i) {
+    expect_matches_oracle(testing::random_case(rng, shape), coverage);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_EQ(coverage.cases, 400);
+}
+
+// Merging every group of a forward into one chain and pricing it as a single
+// group under-prices: the chain fixes one backward order and lets one group's
+// freed boundaries offset another's gradients.
+Group concatenated_chain(const std::vector<Group>& groups) {
+  // Forward order bottom to top: the last forwarded group runs its backward first,
+  // as autograd drains it.
+  Group chain{"merged", {}, {}, 0};
+  for (const Group& g : groups) {
+    chain.boundary_bytes.insert(chain.boundary_bytes.end(), g.boundary_bytes.begin(), g.boundary_bytes.end());
+    chain.pending_gradient_bytes.insert(chain.pending_gradient_bytes.end(), g.pending_gradient_bytes.begin(),
+                                        g.pending_gradient_bytes.end());
+    chain.outside_gradient_bytes += g.outside_gradient_bytes;
+  }
+  return chain;
+}
+
+Group layerwise_sum(const std::vector<Group>& groups) {
+  Group sum{"merged", std::vector<Bytes>(groups[0].boundary_bytes.size()),
+            std::vector<Bytes>(groups[0].boundary_bytes.size()), 0};
+  for (const Group& g : groups) {
+    for (size_t i = 0; i < g.boundary_bytes.size(); ++i) {
+      sum.boundary_bytes[i] += g.boundary_bytes[i];
+      sum.pending_gradient_bytes[i] += g.pending_gradient_bytes[i];
+    }
+    sum.outside_gradient_bytes += g.outside_gradient_bytes;
+  }
+  return sum;
+}
+
+TEST(PricingProperty, MergingGroupsIntoOneChainUnderPrices) {
+  // By hand: A: b = [10, 10], p = [100, 0] (extra 90, net 80); B: b = [1000, 0],
+  // p = [0, 40] (extra 40, net -960). Worst order A then B: 80 + 40 = 120.
+  // The chain [A | B] runs B first: B peaks at 40 and leaves -960; A then peaks at
+  // -960 + 90 = -870. The chain says 40.
+  const std::vector<Group> groups{{"a", {10, 10}, {100, 0}, 0}, {"b", {1000, 0}, {0, 40}, 0}};
+  EXPECT_EQ(adapter_term(groups).bytes, 120);
+  EXPECT_EQ(group_excess(concatenated_chain(groups)).extra, 40);
+  // Layer-wise sum: A: b = [0, 100], p = [0, 0]; B: b = [0, 0], p = [60, 0].
+  // B alone peaks at 60 (layer 0); summed, A's freed 100 hides it: max(0, 60-100) = 0.
+  const std::vector<Group> groups2{{"a", {0, 100}, {0, 0}, 0}, {"b", {0, 0}, {60, 0}, 0}};
+  EXPECT_EQ(adapter_term(groups2).bytes, 60);
+  EXPECT_EQ(group_excess(layerwise_sum(groups2)).extra, 0);
+
+  // And on random waves both merges under-price often, never the closed form
+  // (which the other tests hold to the oracle).
+  std::mt19937_64 rng(5);
+  Shape shape;
+  shape.max_groups = 5;
+  shape.null_slot_percent = 0;
+  int chain_under = 0, sum_under = 0, multi = 0;
+  for (int i = 0; i < 500; ++i) {
+    const Case c = testing::random_case(rng, shape);
+    const Plan plan = parse_plan(testing::plan_json(c));
+    const std::vector<Group>& gs = plan.forwards[0].groups;
+    if (gs.size() < 2) continue;
+    ++multi;
+    const Bytes worst = oracle::price(c.wave).adapter;
+    ASSERT_EQ(adapter_term(gs).bytes, worst);
+    if (group_excess(concatenated_chain(gs)).extra < worst) ++chain_under;
+    if (group_excess(layerwise_sum(gs)).extra < worst) ++sum_under;
+  }
+  EXPECT_GT(chain_under, multi / 10) << "of " << multi;
+  EXPECT_GT(sum_under, multi / 10) << "of " << multi;
+}
+
+}  // namespace
+}  // namespace psc::pricing
