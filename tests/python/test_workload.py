@@ -1,5 +1,6 @@
 """The embedded workload: its attention, its sizing, and a small run end to end."""
 
+import contextlib
 import io
 import json
 import os
@@ -134,10 +135,13 @@ class WorkloadRunTest(unittest.TestCase):
         self.assertEqual(child.returncode, 0, child.stderr)
         self.assertIn("4 waves in 2 steps", child.stdout)
         self.assertIn("annotations: none", child.stdout)
-        bad = subprocess.run([sys.executable, script, "--tokens", "x"], capture_output=True, text=True,
-                             env=environment, timeout=120)
-        self.assertEqual(bad.returncode, 2)
-        self.assertIn("--tokens", bad.stderr)
+
+    def test_bad_arguments_exit_2(self):
+        for bad in (["--tokens", "x"], ["--tokens", "1,8"], ["--steps", "0"]):
+            with contextlib.redirect_stderr(io.StringIO()) as stderr, self.assertRaises(SystemExit) as exit:
+                lora_step.parse_arguments(bad)
+            self.assertEqual(exit.exception.code, 2)
+            self.assertIn(bad[0], stderr.getvalue())
 
 
 if __name__ == "__main__":

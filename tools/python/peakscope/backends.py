@@ -5,8 +5,10 @@ push(name), pop(), mark(name, payload) and flush(). The helper chooses one
 once, on first use (see `resolve_backend`), unless `set_backend` chose first.
 """
 
+import contextlib
 import ctypes
 import os
+import sys
 import threading
 import warnings
 
@@ -228,8 +230,19 @@ def _auto_backend():
     try:
         return CApiBackend()
     except BackendUnavailable as reason:
-        warnings.warn(f"peakscope: annotations are disabled: {reason}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"peakscope: annotations are disabled: {reason}", RuntimeWarning,
+                      stacklevel=_user_stacklevel())
         return NoopBackend()
+
+
+def _user_stacklevel():
+    """The warnings stacklevel of the first caller outside this package and its helpers."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    helpers = (package, contextlib.__file__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(helpers):
+        frame, level = frame.f_back, level + 1
+    return level  # 1 is the function that calls warnings.warn
 
 
 _BY_NAME = {"nvtx": NvtxBackend, "capi": CApiBackend, "none": NoopBackend,
