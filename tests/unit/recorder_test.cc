@@ -181,6 +181,7 @@ TEST(Recorder, SigkillLeavesAReadableTrace) {
     dup2(out[1], 1);
     setenv("PEAKSCOPE_HOST", "1", 1);
     setenv("PEAKSCOPE_OUTPUT", trace.c_str(), 1);
+    setenv("PEAKSCOPE_PRIMARY_PID", std::to_string(getpid()).c_str(), 1);  // as `record` does
     setenv("LD_PRELOAD", preload.c_str(), 1);
     execl(exe.c_str(), exe.c_str(), "hold", "50", "100000", static_cast<char*>(nullptr));
     _exit(127);
