@@ -11,11 +11,17 @@ WARN       := -Wall -Wextra -Wno-missing-field-initializers
 CPPFLAGS   := -I. -MMD -MP
 CXXSTD     := -std=c++20
 JOBS       ?= $(shell nproc)
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+# Extension points for folders' own makefiles (*/module.mk): products to build
+# with `make`, and products `make test` needs.
+ALL_EXTRA  :=
+TEST_EXTRA :=
 
 # The preloaded library: hooks and recorder only. No libstdc++ beyond headers,
 # no exceptions, no RTTI; it must not link traces readers, estimator or tools.
 PRELOAD_SRCS := $(wildcard runtime/*.cc) $(wildcard interpose/*.cc) traces/crc32c.cc
-PRELOAD_FLAGS := -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden -ftls-model=initial-exec \
+PRELOAD_FLAGS := -isystem $(CUDA_HOME)/include -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden -ftls-model=initial-exec \
                  -fno-stack-protector -fno-threadsafe-statics -DPSC_PRELOAD
 TRACES_SRCS    := $(filter-out traces/crc32c.cc,$(wildcard traces/*.cc)) traces/crc32c.cc
 ESTIMATOR_SRCS := $(wildcard estimator/*.cc)
@@ -40,7 +46,11 @@ BENCH   := $(BUILD)/benchmarks
 DEPS_STAMP := $(BUILD)/.deps-build
 
 .PHONY: all deps deps-torch run test unit integration python-tests bench lint format clean
-all: $(PRELOAD) $(CLI) $(PROGRAMS)
+all: $(PRELOAD) $(CLI) $(PROGRAMS) all-extra
+
+# Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
+include $(sort $(wildcard */module.mk */*/module.mk))
+all-extra: $(ALL_EXTRA)
 
 # ---- dependencies (installed on demand, quiet when present) -------------------
 deps: $(DEPS_STAMP)
@@ -85,7 +95,7 @@ $(BENCH): $(BENCH_OBJS) $(LIBPSC)
 run: all deps-torch
 	@tools/run-default
 
-test: all $(UNIT) deps-torch
+test: all $(UNIT) $(TEST_EXTRA) deps-torch
 	@tools/run-tests
 
 unit: $(UNIT)
