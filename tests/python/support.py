@@ -14,7 +14,6 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
 import lora_model  # noqa: E402
-import peakscope  # noqa: E402
 
 torch.set_num_threads(1)
 
