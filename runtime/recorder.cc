@@ -18,6 +18,12 @@ std::atomic<uint64_t> g_drops[format::kDropReasonCount];
 
 namespace {
 
+std::atomic<RangeBoundaryHook> g_range_boundary_hook{nullptr};
+
+inline void after_range_boundary() {
+  if (RangeBoundaryHook hook = g_range_boundary_hook.load(std::memory_order_acquire)) hook();
+}
+
 struct Fields {
   EventKind kind;
   uint64_t address = 0;
@@ -60,7 +66,22 @@ PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
   return false;
 }
 
-inline void emit(const Fields& f) {
+// The writer must never see busy == 0 while this thread holds a sequence
+// number it has not published (buffers.h). That needs the store of busy to be
+// ordered before the sequence increment. On x86 the increment is a locked
+// instruction, which drains the store buffer first, so a plain store behind a
+// compiler fence is enough and saves an xchg per event; elsewhere the store is
+// seq_cst.
+__attribute__((always_inline)) inline void mark_busy(ThreadBuffer* b) {
+#if defined(__x86_64__)
+  b->busy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#else
+  b->busy.store(1, std::memory_order_seq_cst);
+#endif
+}
+
+__attribute__((always_inline)) inline void emit(const Fields& f) {
   ThreadState& t = t_state;
   if (PSC_UNLIKELY(g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording) || t.internal))
     return;
@@ -71,7 +92,7 @@ inline void emit(const Fields& f) {
   }
   const uint64_t head = b->head.load(std::memory_order_relaxed);
   if (PSC_UNLIKELY(head - b->cached_tail > b->mask) && !wait_for_room(b, head)) return;
-  b->busy.store(1, std::memory_order_seq_cst);
+  mark_busy(b);
   Event& e = b->slots[head & b->mask];
   e.seq = g_seq.fetch_add(1, std::memory_order_seq_cst) + 1;
   e.time_ns = sys::monotonic_ns();
@@ -129,6 +150,7 @@ void record_range_push(const char* name, Api api) {
   f.name = id;
   f.api = api;
   emit(f);
+  after_range_boundary();
 }
 
 void record_range_pop(Api api) {
@@ -139,6 +161,7 @@ void record_range_pop(Api api) {
   f.api = api;
   emit(f);  // recorded while the range is still innermost
   if (t.range_depth > 0) --t.range_depth;
+  after_range_boundary();
 }
 
 void record_mark(const char* name, const char* json_payload, Api api) {
@@ -157,6 +180,7 @@ void record_range_start(uint64_t id, const char* name, Api api) {
   f.name = intern(name);
   f.api = api;
   emit(f);
+  after_range_boundary();
 }
 
 void record_range_end(uint64_t id, Api api) {
@@ -164,7 +188,10 @@ void record_range_end(uint64_t id, Api api) {
   f.address = id;
   f.api = api;
   emit(f);
+  after_range_boundary();
 }
+
+void set_range_boundary_hook(RangeBoundaryHook hook) { g_range_boundary_hook.store(hook, std::memory_order_release); }
 
 void record_counter(const char* name, uint64_t value, int16_t device, Api api) {
   if (!enabled()) return;

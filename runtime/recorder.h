@@ -60,6 +60,12 @@ void record_range_end(uint64_t id, Api api);
 // A sampled value, e.g. a memory pool's reserved bytes at a range boundary.
 void record_counter(const char* name, uint64_t value, int16_t device, Api api);
 
+// Called on the annotating thread right after each range boundary (push, pop,
+// start, end) is recorded. At most one; interpose/ installs it to sample memory
+// pools once a process has used one. Costs one load and a branch when unset.
+using RangeBoundaryHook = void (*)();
+void set_range_boundary_hook(RangeBoundaryHook hook);
+
 // Blocks until everything recorded so far is in the file (bounded wait).
 void flush();
 

@@ -243,7 +243,10 @@ uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t
   return global_seq + 1;
 }
 
-bool run_before(const Run& a, const Run& b) { return a.next->seq > b.next->seq; }  // min-heap
+// Heap order for the merge: the run whose next event has the lowest seq on top.
+struct LaterRun {
+  bool operator()(const Run& a, const Run& b) const { return a.next->seq > b.next->seq; }
+};
 
 void cycle(bool force) {
   if (!g_chunk) return;
@@ -264,10 +267,10 @@ void cycle(bool force) {
   if (force || drained + g_held_count >= kStagingEvents) watermark = UINT64_MAX;
 
   emit_strings();
-  std::make_heap(g_runs, g_runs + runs, run_before);
+  std::make_heap(g_runs, g_runs + runs, LaterRun{});
   uint32_t kept = 0;
   while (runs) {
-    std::pop_heap(g_runs, g_runs + runs, run_before);
+    std::pop_heap(g_runs, g_runs + runs, LaterRun{});
     Run& r = g_runs[runs - 1];
     const Event& e = *r.next++;
     if (e.seq < watermark) {
@@ -281,7 +284,7 @@ void cycle(bool force) {
     if (r.next == r.end) {
       --runs;
     } else {
-      std::push_heap(g_runs, g_runs + runs, run_before);
+      std::push_heap(g_runs, g_runs + runs, LaterRun{});
     }
   }
   std::swap(g_held, g_spare);
