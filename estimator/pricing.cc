@@ -12,29 +12,38 @@
 namespace psc::pricing {
 
 GroupExcess group_excess(const Group& group) {
-  const std::vector<Bytes>& boundary = group.boundary_bytes;
-  const std::vector<Bytes>& pending = group.pending_gradient_bytes;
+  const Bytes* boundary = group.boundary_bytes.data();
+  const Bytes* pending = group.pending_gradient_bytes.data();
   const Bytes outside = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
 
   // While layer i recomputes, the group holds p[L] + sum_{j>=i} p[j] and has
-  // already freed sum_{j>i} b[j]. Walking down from the top keeps both as
-  // running sums. Before the first layer only p[L] is held; with L >= 1 the top
-  // layer's term is never smaller, so the peak is always a real layer then.
-  Bytes held = outside;
-  Bytes freed = 0;
+  // already freed sum_{j>i} b[j]. Walking down from the top, one running excess
+  // carries both: excess(i) = excess(i+1) + p[i] - b[i+1], a single add on the
+  // loop-carried chain. Before the first layer only p[L] is held; with L >= 1
+  // the top layer's term is never smaller, so the peak is a real layer then.
+  const size_t layers = group.boundary_bytes.size();
   GroupExcess result;
   result.extra = outside;
-  for (size_t layer = boundary.size(); layer-- > 0;) {
-    held += pending[layer];
-    const Bytes here = held - freed;
-    if (result.peak_layer < 0 || here > result.extra) {
-      result.extra = here;
+  if (layers == 0) {
+    result.net = outside;
+    result.pending_total = outside;
+    return result;
+  }
+  Bytes excess = outside + pending[layers - 1];
+  Bytes pending_total = excess;
+  result.extra = excess;
+  result.peak_layer = static_cast<int>(layers - 1);
+  for (size_t layer = layers - 1; layer-- > 0;) {
+    excess += pending[layer] - boundary[layer + 1];
+    pending_total += pending[layer];
+    if (excess > result.extra) {
+      result.extra = excess;
       result.peak_layer = static_cast<int>(layer);
     }
-    freed += boundary[layer];
   }
-  result.net = held - freed;
-  result.pending_total = held;
+  excess -= boundary[0];
+  result.net = excess;
+  result.pending_total = pending_total;
   return result;
 }
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# CLI tests for `peakscope price` and `peakscope replay`: golden outputs (their
+# figures are worked by hand in docs/pricing.md), exit codes and one-line reasons
+# for bad input, report + replay round trips, tampered reports and source drift.
+#
+#   tests/cli/test_price.sh            uses build/peakscope
+#   PEAKSCOPE=path/to/peakscope tests/cli/test_price.sh
+set -u
+cd "$(dirname "$0")/../.."
+PSC="${PEAKSCOPE:-build/peakscope}"
+DIR=tests/cli/price
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+checks=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { checks=$((checks + 1)); }
+
+# run EXPECTED_RC ARGS...: runs peakscope, stdout to $TMP/out, stderr to $TMP/err;
+# counts nothing itself, the caller checks what it needs
+run() {
+  local want=$1
+  shift
+  "$PSC" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "peakscope $* exited $rc, expected $want"
+    sed 's/^/    /' "$TMP/err"
+    return 1
+  fi
+}
+
+golden() {  # golden EXPECTED ARGS...
+  local expected=$1
+  shift
+  run 0 "$@" || return
+  if diff -u "$expected" "$TMP/out" >"$TMP/diff"; then pass; else fail "peakscope $* differs from $expected"; cat "$TMP/diff"; fi
+}
+
+# bad EXPECTED_RC "EXACT STDERR LINE" ARGS...: fails with exactly that one line
+bad() {
+  local want_rc=$1 want_line=$2
+  shift 2
+  run "$want_rc" "$@" || return
+  local lines
+  lines=$(wc -l <"$TMP/err")
+  if [ "$lines" -ne 1 ]; then fail "peakscope $*: $lines lines on stderr, expected 1"; cat "$TMP/err"; return; fi
+  if [ "$(cat "$TMP/err")" != "$want_line" ]; then
+    fail "peakscope $*: stderr was"
+    echo "    $(cat "$TMP/err")"
+    echo "  expected"
+    echo "    $want_line"
+    return
+  fi
+  pass
+}
+
+# ---- goldens ---------------------------------------------------------------
+golden "$DIR/design.expected.json" price "$DIR/design.json" --json
+golden "$DIR/design.expected.txt" price "$DIR/design.json"
+golden "$DIR/parameters.expected.json" price "$DIR/parameters.json" --json
+golden "$DIR/split.expected.json" price "$DIR/split.json" --json
+golden "$DIR/admission.expected.json" price "$DIR/admission.json" --budget 536870912 --json
+golden "$DIR/admission.expected.txt" price "$DIR/admission.json" --budget 536870912
+golden "$DIR/admission_warm.expected.json" price "$DIR/admission_warm.json" --budget 536870912 --json
+
+# ---- bad input and usage: exit 2, one line naming the file and field --------
+B="$DIR/bad"
+bad 2 "peakscope price: $B/negative.json: groups[0].boundary_bytes[1]: must be a non-negative integer" \
+  price "$B/negative.json"
+bad 2 "peakscope price: $B/fraction.json: groups[0].pending_gradient_bytes[1]: must be a non-negative integer" \
+  price "$B/fraction.json" --json
+bad 2 "peakscope price: $B/length.json: groups[1].boundary_bytes: has 4 entries but the plan has 2 layers (from groups[0].boundary_bytes)" \
+  price "$B/length.json"
+bad 2 "peakscope price: $B/same_slot.json: groups[1].slot: \"a\" is already trained by groups[0] of this forward; two groups of one forward never train the same slot" \
+  price "$B/same_slot.json"
+bad 2 "peakscope price: $B/child_safety.json: children[0].safety_factor: belongs to the whole wave: give it at the top level only" \
+  price "$B/child_safety.json"
+bad 2 "peakscope price: $B/shared_layer.json: groups[0].parameters[0].layers[1]: must be a layer index from 0 to 1" \
+  price "$B/shared_layer.json"
+run 2 price "$B/malformed.json" && {
+  if [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "^peakscope price: $B/malformed.json: not valid JSON: .*line 2, column 1" "$TMP/err"; then
+    pass
+  else
+    fail "malformed JSON message:"; cat "$TMP/err"
+  fi
+}
+bad 2 "peakscope price: $DIR/design.json: max_tokens: required field missing: --budget prices a per-token admission plan (docs/pricing.md)" \
+  price "$DIR/design.json" --budget 100
+bad 2 "peakscope price: $DIR/admission.json: max_tokens: belongs to per-token admission plans (price --budget)" \
+  price "$DIR/admission.json"
+bad 2 "peakscope price: --budget: '12x' must be a non-negative integer number of bytes" price "$DIR/admission.json" --budget 12x
+bad 2 "peakscope price: unknown option '--jsn'" price "$DIR/design.json" --jsn
+bad 2 "peakscope price: $TMP/none.json: cannot read: No such file or directory" price "$TMP/none.json"
+run 2 price && pass
+
+# ---- reports and replay ------------------------------------------------------
+run 0 price "$DIR/design.json" --report "$TMP/design.report.json" --json &&
+  { diff -q "$DIR/design.expected.json" "$TMP/out" >/dev/null && pass || fail "--report changed the printed figures"; }
+run 0 price "$DIR/split.json" --report "$TMP/split.report.json" && pass
+run 0 price "$DIR/admission.json" --budget 536870912 --report "$TMP/admission.report.json" && pass
+run 0 replay "$TMP/design.report.json" "$TMP/split.report.json" "$TMP/admission.report.json" &&
+  { [ "$(grep -c ': ok$' "$TMP/out")" -eq 3 ] && pass || { fail "replay did not say ok three times"; cat "$TMP/out"; }; }
+
+# A tampered figure: exit 1, the component named.
+sed 's/"adapter_gradient": 47960064/"adapter_gradient": 47960063/' "$TMP/design.report.json" >"$TMP/tampered.json"
+bad 1 "$TMP/tampered.json: mismatch: price.components.adapter_gradient: report says 47960063, re-priced 47960064" \
+  replay "$TMP/tampered.json"
+sed 's/"admitted_tokens": 5897/"admitted_tokens": 5898/' "$TMP/admission.report.json" >"$TMP/tampered2.json"
+bad 1 "$TMP/tampered2.json: mismatch: admission.admitted_tokens: report says 5898, re-priced 5897" \
+  replay "$TMP/tampered2.json"
+# One bad report among good ones still fails the run.
+run 1 replay "$TMP/design.report.json" "$TMP/tampered.json" &&
+  { grep -q "design.report.json: ok$" "$TMP/out" && grep -q "tampered.json: mismatch: price.components.adapter_gradient" "$TMP/err" &&
+    pass || fail "mixed replay"; }
+
+# Source drift: refused (exit 1) unless allowed.
+sed 's/"estimator_fingerprint": "[^"]*"/"estimator_fingerprint": "fnv1a64:0000000000000001"/' \
+  "$TMP/design.report.json" >"$TMP/drift.json"
+run 1 replay "$TMP/drift.json" &&
+  { grep -q "refused: estimator_fingerprint: the report was priced by fnv1a64:0000000000000001" "$TMP/err" && pass ||
+    { fail "drift not refused by name"; cat "$TMP/err"; }; }
+run 0 replay "$TMP/drift.json" --allow-source-drift &&
+  { grep -q "ok (source drift allowed" "$TMP/out" && pass || fail "drift allowed but not said"; }
+run 0 replay "$TMP/design.report.json" --json &&
+  { grep -q '"ok": true' "$TMP/out" && pass || fail "replay --json"; }
+
+# A report whose plan is bad input: exit 2 naming the field under plan.
+sed 's/"boundary_bytes": \[/"boundary_bytes": [-1, /' "$TMP/design.report.json" | tr -d '\n' >"$TMP/badplan.json"
+bad 2 "peakscope replay: $TMP/badplan.json: plan.groups[0].boundary_bytes[0]: must be a non-negative integer" \
+  replay "$TMP/badplan.json"
+bad 2 "peakscope replay: $DIR/design.json: report: must be \"peakscope-price-report\" (is this a price report?)" \
+  replay "$DIR/design.json"
+
+echo "test_price.sh: $checks checks passed, $failures failed"
+[ "$failures" -eq 0 ]
