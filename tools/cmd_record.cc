@@ -105,10 +105,28 @@ std::string absolute(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+bool same_file(const char* a, const std::string& b) {
+  struct stat sa{}, sb{};
+  return stat(a, &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// NVTX loads the injection named by NVTX_INJECTION64_PATH: the preload library.
+// A tool that already holds the variable (Nsight Systems) is chained: the
+// library loads it and passes every NVTX call on (docs/nvtx.md).
+void take_nvtx_injection(const std::string& library) {
+  const char* other = getenv("NVTX_INJECTION64_PATH");
+  if (other && *other && !same_file(other, library)) {
+    fmt::print(stderr, "peakscope: NVTX_INJECTION64_PATH was {}; peakscope records NVTX and chains to it\n", other);
+    setenv("PEAKSCOPE_NVTX_CHAIN", other, 1);
+  }
+  setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
+}
+
 [[noreturn]] void exec_child(const RecordOptions& o, const std::string& library, const std::string& output) {
   std::string preload = library;
   if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) preload += std::string(":") + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  take_nvtx_injection(library);
   setenv("PEAKSCOPE_OUTPUT", output.c_str(), 1);
   setenv("PEAKSCOPE_PRIMARY_PID", std::to_string(getpid()).c_str(), 1);
   setenv("PEAKSCOPE_LEVEL", o.level.c_str(), 1);

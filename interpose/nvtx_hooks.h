@@ -1,0 +1,38 @@
+// The functions peakscope writes into an NVTX instance's function tables, and
+// the storage through which a chained tool (PEAKSCOPE_NVTX_CHAIN) sees the
+// same calls.
+//
+// A chained tool initialises each NVTX instance through us (nvtx_inject.cc).
+// For the slots we handle it is shown a shadow table whose entries point into
+// g_chained[instance]; our hook for that instance records, then calls what the
+// tool wrote there. Slots we do not handle it writes straight into the real
+// table. Hooks are therefore generated per instance (a function pointer in an
+// NVTX table carries no context): instances 0..kMaxChainedInstances-1 each
+// get their own set; later instances share the set kUnchained, which never
+// forwards.
+#pragma once
+
+#include "interpose/nvtx_names.h"
+
+namespace psc::interpose::nvtx {
+
+constexpr int kMaxChainedInstances = 16;
+constexpr int kUnchained = kMaxChainedInstances;
+// Slots per module we mirror for a chained tool (NVTX 3 defines 16 in CORE
+// and CORE2, index 0 unused).
+constexpr unsigned kShadowSlots = 32;
+
+struct ChainedSlots {
+  NvtxFunctionPointer core[kShadowSlots];
+  NvtxFunctionPointer core2[kShadowSlots];
+};
+extern ChainedSlots g_chained[kMaxChainedInstances + 1];
+
+// Whether peakscope puts its own hook in `slot` of `module`.
+bool handles_slot(NvtxCallbackModule module, unsigned slot);
+
+// Writes the hooks of instance `index` (0..kUnchained) into a module's table
+// of `size` entries, as returned by the instance's GetModuleFunctionTable.
+void install_hooks(int index, NvtxCallbackModule module, NvtxFunctionTable table, unsigned size);
+
+}  // namespace psc::interpose::nvtx
