@@ -15,6 +15,7 @@ PeakSite site_of(const PeakPoint& p, const TraceMeta& meta, const RangeParser& p
   site.time_ns = p.time_ns;
   site.thread = p.thread;
   if (p.reached) {
+    if (p.thread < meta.threads.size()) site.thread_name = meta.threads[p.thread].name;
     site.range = std::string(meta.string(p.range));
     site.parsed = parser.parse(site.range);
   }
@@ -25,8 +26,8 @@ PeakSite site_of(const PeakPoint& p, const TraceMeta& meta, const RangeParser& p
 // up to the live bytes pass 1 measured there. Say so if it does not.
 void check_sum(const char* what, uint64_t expected, const LiveBreakdown& live, std::vector<std::string>* warnings) {
   if (live.bytes == expected) return;
-  warnings->push_back(fmt::format("{}: live allocations add up to {} bytes but {} were measured", what, live.bytes,
-                                  expected));
+  warnings->push_back(
+      fmt::format("{}: live allocations add up to {} bytes but {} were measured", what, live.bytes, expected));
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ struct PeakSite {
   uint64_t seq = 0;
   uint64_t time_ns = 0;
   uint32_t thread = 0;
-  std::string range;  // the attributed range name ("" for none)
+  std::string thread_name;  // as the recorder named it ("" when unknown)
+  std::string range;        // the attributed range name ("" for none)
   RangeName parsed;
 };
 
@@ -64,7 +65,7 @@ struct LiveBreakdown {
   uint64_t allocations = 0;
   std::vector<LiveGroup> groups;  // largest first
   std::array<uint64_t, kCategoryCount> category_bytes{};
-  std::vector<LayerRow> layers;   // 0..max layer seen, dense
+  std::vector<LayerRow> layers;  // 0..max layer seen, dense (only layers present beyond 4096)
 };
 
 struct PeakReport {

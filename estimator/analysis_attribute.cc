@@ -80,28 +80,28 @@ void AttributionPass::on_lifetime(const Lifetime& l) {
   }
 }
 
-LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& meta) const {
-  LiveBreakdown b;
-  int32_t max_layer = -1;
-  for (const auto& [key, total] : groups) {
-    b.bytes += total.bytes;
-    b.allocations += total.allocations;
-    b.category_bytes[static_cast<size_t>(key.category)] += total.bytes;
-    b.groups.push_back(LiveGroup{std::string(meta.string(StringId{key.range})), key.layer, key.category, total.bytes,
-                                 total.allocations});
-    max_layer = std::max(max_layer, key.layer);
+namespace {
+
+// Dense rows 0..max layer, so a table reads as the model's layers; a hostile or
+// odd range name with a huge layer number gets rows only for layers present.
+constexpr int32_t kMaxDenseLayers = 4096;
+
+std::vector<LayerRow> layer_rows(const std::vector<LiveGroup>& groups) {
+  std::vector<int32_t> present;
+  for (const LiveGroup& g : groups)
+    if (g.layer >= 0) present.push_back(g.layer);
+  std::sort(present.begin(), present.end());
+  present.erase(std::unique(present.begin(), present.end()), present.end());
+  if (!present.empty() && present.back() < kMaxDenseLayers) {
+    present.resize(static_cast<size_t>(present.back()) + 1);
+    std::iota(present.begin(), present.end(), 0);
   }
-  std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    if (x.range != y.range) return x.range < y.range;
-    if (x.layer != y.layer) return x.layer < y.layer;
-    return x.category < y.category;
-  });
-  b.layers.resize(static_cast<size_t>(max_layer + 1));
-  for (int32_t i = 0; i <= max_layer; ++i) b.layers[static_cast<size_t>(i)].layer = i;
-  for (const LiveGroup& g : b.groups) {
+  std::vector<LayerRow> rows(present.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].layer = present[i];
+  for (const LiveGroup& g : groups) {
     if (g.layer < 0) continue;
-    LayerRow& row = b.layers[static_cast<size_t>(g.layer)];
+    auto it = std::lower_bound(present.begin(), present.end(), g.layer);
+    LayerRow& row = rows[static_cast<size_t>(it - present.begin())];
     switch (g.category) {
       case Category::kBoundary: row.boundary_bytes += g.bytes; break;
       case Category::kAdapterGradient: row.adapter_gradient_bytes += g.bytes; break;
@@ -109,6 +109,27 @@ LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& 
       default: row.other_bytes += g.bytes; break;
     }
   }
+  return rows;
+}
+
+}  // namespace
+
+LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& meta) const {
+  LiveBreakdown b;
+  for (const auto& [key, total] : groups) {
+    b.bytes += total.bytes;
+    b.allocations += total.allocations;
+    b.category_bytes[static_cast<size_t>(key.category)] += total.bytes;
+    b.groups.push_back(LiveGroup{std::string(meta.string(StringId{key.range})), key.layer, key.category, total.bytes,
+                                 total.allocations});
+  }
+  std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.range != y.range) return x.range < y.range;
+    if (x.layer != y.layer) return x.layer < y.layer;
+    return x.category < y.category;
+  });
+  b.layers = layer_rows(b.groups);
   return b;
 }
 

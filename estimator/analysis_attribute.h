@@ -53,8 +53,8 @@ class AttributionPass : public TraceVisitor, private LifetimeSink {
   };
   struct GroupKeyHash {
     size_t operator()(const GroupKey& k) const {
-      return (static_cast<size_t>(k.range) * 0x9E3779B97F4A7C15ull) ^ (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 8) ^
-             static_cast<size_t>(k.category);
+      return (static_cast<size_t>(k.range) * 0x9E3779B97F4A7C15ull) ^
+             (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 8) ^ static_cast<size_t>(k.category);
     }
   };
   struct GroupTotal {

@@ -56,8 +56,9 @@ void ScanPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
   trace->status = status_;
   trace->header = meta_.header;
   trace->command = meta_.command;
-  trace->threads = static_cast<size_t>(std::count_if(meta_.threads.begin(), meta_.threads.end(),
-                                                     [](const ThreadInfo& t) { return t.os_tid != 0 || !t.name.empty(); }));
+  trace->threads =
+      static_cast<size_t>(std::count_if(meta_.threads.begin(), meta_.threads.end(),
+                                        [](const ThreadInfo& t) { return t.os_tid != 0 || !t.name.empty(); }));
   trace->drops = meta_.drops;
   trace->dropped = meta_.dropped_total();
   trace->late_events = meta_.late_events;

@@ -37,8 +37,10 @@ WavePayload parse_wave_payload(std::string_view text) {
   p.tokens = integer_field(j, "tokens", &p.error);
   p.groups = integer_field(j, "groups", &p.error);
   if (auto it = j.find("cold"); it != j.end() && !it->is_null()) {
-    if (it->is_boolean()) p.cold = it->get<bool>();
-    else if (p.error.empty()) p.error = "\"cold\" is not a boolean";
+    if (it->is_boolean())
+      p.cold = it->get<bool>();
+    else if (p.error.empty())
+      p.error = "\"cold\" is not a boolean";
   }
   if (auto it = j.find("slots"); it != j.end() && !it->is_null()) {
     if (it->is_array()) {

@@ -21,8 +21,7 @@ const char* category_name(Category category) {
 }
 
 bool category_is_per_layer(Category category) {
-  return category == Category::kBoundary || category == Category::kAdapterGradient ||
-         category == Category::kWorkspace;
+  return category == Category::kBoundary || category == Category::kAdapterGradient || category == Category::kWorkspace;
 }
 
 // The input saved for layer i is layer i-1's forward output (the head's, i.e.

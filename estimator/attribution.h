@@ -30,11 +30,11 @@ bool category_is_per_layer(Category category);
 
 // Everything the rules look at, computed by the analysis from one lifetime.
 struct AllocationFacts {
-  RangeName made_in;          // range open on the allocating thread (see ScopeTracker)
-  RangeName ended_in;         // range open where it was freed; outside when still live
+  RangeName made_in;   // range open on the allocating thread (see ScopeTracker)
+  RangeName ended_in;  // range open where it was freed; outside when still live
   EndKind end = EndKind::kStillLive;
-  int32_t made_in_wave = -1;  // wave open at allocation, -1 for none
-  int32_t ended_in_wave = -1; // wave open at the free, -1 for none or still live
+  int32_t made_in_wave = -1;   // wave open at allocation, -1 for none
+  int32_t ended_in_wave = -1;  // wave open at the free, -1 for none or still live
   // Allocated outside every wave and still live after the end of the next wave
   // to begin (or at the end of the trace when no wave follows).
   bool outlives_next_wave = false;

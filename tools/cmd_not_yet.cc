@@ -13,6 +13,5 @@ int cmd_export(int, char**) { not_yet("export"); }
 int cmd_import(int, char**) { not_yet("import"); }
 int cmd_calibrate(int, char**) { not_yet("calibrate"); }
 int cmd_check(int, char**) { not_yet("check"); }
-int cmd_report(int, char**) { not_yet("report"); }
 
 }  // namespace psc::cli

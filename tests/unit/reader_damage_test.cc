@@ -1,0 +1,341 @@
+// Damaged traces: cut at every byte, single bits flipped everywhere, bad
+// headers. A damaged tail never crashes and never loses the good chunks before
+// it; a file that is not a trace at all is a TraceError naming the file and the
+// byte offset. The analysis survives the same damage.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "estimator/analysis.h"
+#include "estimator/analysis_trace_builder.h"
+#include "traces/crc32c.h"
+#include "traces/reader.h"
+#include "traces/writer.h"
+
+namespace psc {
+namespace {
+
+struct TempTrace {
+  std::string path;
+  explicit TempTrace(const std::string& tag) {
+    static int counter = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("psc_damage_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
+               .string();
+  }
+  ~TempTrace() { std::remove(path.c_str()); }
+};
+
+std::vector<uint8_t> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const uint8_t* data, size_t n) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
+}
+
+// The damaged copy is edited in place (ftruncate, pwrite) rather than
+// rewritten: truncating and rewriting a file tens of thousands of times makes
+// ext4 flush on every close (auto_da_alloc), which turns seconds into minutes.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  ~Scratch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void fill(const std::vector<uint8_t>& bytes) {
+    ASSERT_EQ(::ftruncate(fd_, 0), 0);
+    ASSERT_EQ(::pwrite(fd_, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  }
+  void cut(uint64_t size) { ASSERT_EQ(::ftruncate(fd_, static_cast<off_t>(size)), 0); }
+  void patch(uint64_t offset, uint8_t byte) { ASSERT_EQ(::pwrite(fd_, &byte, 1, static_cast<off_t>(offset)), 1); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// A small multi-chunk trace with ranges, waves and memory events.
+void write_sample(const std::string& path) {
+  TraceWriterOptions options;
+  options.chunk_bytes = 4096;
+  options.command = "sample";
+  SyntheticTrace t(path, options);
+  for (int wave = 0; wave < 3; ++wave) {
+    t.wave_begin(0, R"({"tokens":16,"cold":false})");
+    for (int layer = 0; layer < 4; ++layer) {
+      t.push(0, "forward/layer." + std::to_string(layer));
+      for (int k = 0; k < 150; ++k) t.alloc(0, 0x100000 * (wave + 1) + 0x1000 * layer + k * 16, 256 + k);
+      t.pop(0);
+    }
+    t.push(1, "backward/layer.0");
+    for (int layer = 0; layer < 4; ++layer)
+      for (int k = 0; k < 150; ++k) t.free(1, 0x100000 * (wave + 1) + 0x1000 * layer + k * 16);
+    t.pop(1);
+    t.wave_end(0);
+  }
+  t.close();
+}
+
+// Chunk boundaries found by walking the chunk headers independently of the reader.
+std::vector<uint64_t> chunk_ends(const std::vector<uint8_t>& bytes) {
+  std::vector<uint64_t> ends;
+  uint64_t offset = sizeof(format::FileHeader);
+  while (offset + sizeof(format::ChunkHeader) <= bytes.size()) {
+    format::ChunkHeader h;
+    std::memcpy(&h, bytes.data() + offset, sizeof h);
+    offset += sizeof h + h.payload_bytes;
+    ends.push_back(offset);
+  }
+  return ends;
+}
+
+class Damage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_sample(original_.path);
+    bytes_ = slurp(original_.path);
+    full_ = load_trace(original_.path);
+    ends_ = chunk_ends(bytes_);
+    ASSERT_GE(ends_.size(), 3u) << "the sample should span several chunks";
+    ASSERT_EQ(ends_.back(), bytes_.size());
+    // Events in each prefix of whole chunks.
+    events_before_.push_back(0);
+    for (uint64_t end : ends_) {
+      scratch_.fill(bytes_);
+      scratch_.cut(end);
+      events_before_.push_back(load_trace(scratch_.path()).events.size());
+    }
+    scratch_.fill(bytes_);
+  }
+  // Events a reader must deliver from a file whose first `good` bytes are intact.
+  size_t expected_events(uint64_t good) const {
+    size_t chunks = 0;
+    while (chunks < ends_.size() && ends_[chunks] <= good) ++chunks;
+    return events_before_[chunks];
+  }
+  void expect_prefix(const LoadedTrace& got) const {
+    ASSERT_LE(got.events.size(), full_.events.size());
+    for (size_t i = 0; i < got.events.size(); ++i) {
+      ASSERT_EQ(got.events[i].seq, full_.events[i].seq) << "event " << i;
+      ASSERT_EQ(got.events[i].address, full_.events[i].address) << "event " << i;
+    }
+  }
+
+  TempTrace original_{"original"};
+  TempTrace cut_{"cut"};
+  Scratch scratch_{cut_.path};
+  std::vector<uint8_t> bytes_;
+  LoadedTrace full_;
+  std::vector<uint64_t> ends_;
+  std::vector<size_t> events_before_;
+};
+
+TEST_F(Damage, EveryCutReadsTheChunksBeforeIt) {
+  // Longest first, so each cut is one ftruncate of the previous one.
+  for (uint64_t cut = bytes_.size() + 1; cut-- > 0;) {
+    scratch_.cut(cut);
+    if (cut < sizeof(format::FileHeader)) {
+      EXPECT_THROW(load_trace(cut_.path), TraceError) << "cut at " << cut;
+      continue;
+    }
+    LoadedTrace got;
+    ASSERT_NO_THROW(got = load_trace(cut_.path)) << "cut at " << cut;
+    const bool at_boundary =
+        cut == sizeof(format::FileHeader) || std::find(ends_.begin(), ends_.end(), cut) != ends_.end();
+    EXPECT_EQ(got.status.complete(), at_boundary) << "cut at " << cut;
+    if (!at_boundary) {
+      EXPECT_EQ(got.status.state, ReadStatus::State::kTruncated) << "cut at " << cut;
+      EXPECT_NE(got.status.reason.find("at byte"), std::string::npos) << got.status.reason;
+    }
+    EXPECT_EQ(got.events.size(), expected_events(cut)) << "cut at " << cut;
+    EXPECT_EQ(got.status.events, got.events.size());
+    EXPECT_LE(got.status.good_bytes, cut);
+    expect_prefix(got);
+  }
+}
+
+TEST_F(Damage, EveryCutCanBeAnalysed) {
+  // Analysis is two passes per file: every 13th cut keeps this quick while
+  // landing in headers, payloads and boundaries alike.
+  for (uint64_t cut = bytes_.size() + 1; cut-- > sizeof(format::FileHeader);) {
+    if ((bytes_.size() - cut) % 13 != 0) continue;
+    scratch_.cut(cut);
+    Analysis a;
+    ASSERT_NO_THROW(a = analyze_trace(cut_.path)) << "cut at " << cut;
+    EXPECT_EQ(a.trace.status.events, expected_events(cut));
+    EXPECT_EQ(a.peak.live.bytes, a.peak.bytes) << "cut at " << cut;
+    EXPECT_TRUE(a.warnings.empty()) << "cut at " << cut;
+  }
+}
+
+TEST_F(Damage, EveryBitFlipIsCaughtWithoutACrash) {
+  for (size_t at = 0; at < bytes_.size(); ++at) {
+    {  // one bit per byte, every bit position in turn
+      const uint8_t bit = static_cast<uint8_t>(1u << (at % 8));
+      scratch_.patch(at, bytes_[at] ^ bit);
+      if (at < sizeof(format::FileHeader)) {
+        try {
+          load_trace(cut_.path);
+          ADD_FAILURE() << "a flipped header byte at " << at << " was accepted";
+        } catch (const TraceError& e) {
+          EXPECT_LT(e.offset(), sizeof(format::FileHeader)) << e.what();
+          EXPECT_EQ(e.path(), cut_.path);
+        }
+        scratch_.patch(at, bytes_[at]);
+        continue;
+      }
+      LoadedTrace got;
+      ASSERT_NO_THROW(got = load_trace(cut_.path)) << "flip at " << at;
+      scratch_.patch(at, bytes_[at]);
+      // CRC-32C catches every single-bit error: the damaged chunk and all after it are dropped.
+      EXPECT_EQ(got.status.state, ReadStatus::State::kCorrupt) << "flip at " << at;
+      EXPECT_EQ(got.events.size(), expected_events(at)) << "flip at " << at;
+      expect_prefix(got);
+    }
+  }
+}
+
+TEST_F(Damage, RandomGarbageInPayloadsNeverCrashesTheAnalysis) {
+  uint64_t rng = 0xfeedface;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<size_t> touched;
+    for (int k = 0; k < 1 + round % 5; ++k) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const size_t at = sizeof(format::FileHeader) + (rng >> 33) % (bytes_.size() - sizeof(format::FileHeader));
+      scratch_.patch(at, static_cast<uint8_t>(rng >> 17));
+      touched.push_back(at);
+    }
+    Analysis a;
+    ASSERT_NO_THROW(a = analyze_trace(cut_.path)) << "round " << round;
+    EXPECT_LE(a.trace.status.events, full_.events.size());
+    for (size_t at : touched) scratch_.patch(at, bytes_[at]);
+  }
+}
+
+// A payload that passes its CRC but does not decode (a writer bug, or a
+// deliberately forged chunk) is reported corrupt, not trusted.
+TEST_F(Damage, ForgedChunkWithValidChecksumIsCorrupt) {
+  std::vector<uint8_t> forged(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]));
+  const uint8_t payload[] = {0x0f, 0x01, 0x02};  // tag with unknown kind 15
+  format::ChunkHeader h{};
+  h.magic = format::kChunkMagic;
+  h.payload_bytes = sizeof payload;
+  h.record_count = 1;
+  h.payload_crc = crc32c(payload, sizeof payload);
+  h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
+  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+  forged.insert(forged.end(), hp, hp + sizeof h);
+  forged.insert(forged.end(), payload, payload + sizeof payload);
+  spit(cut_.path, forged.data(), forged.size());
+  const LoadedTrace got = load_trace(cut_.path);
+  EXPECT_EQ(got.status.state, ReadStatus::State::kCorrupt);
+  EXPECT_NE(got.status.reason.find("byte " + std::to_string(ends_[0])), std::string::npos) << got.status.reason;
+  EXPECT_EQ(got.events.size(), events_before_[1]);
+}
+
+// ---- headers ---------------------------------------------------------------------------
+
+format::FileHeader good_header() { return make_file_header(TraceWriterOptions{}); }
+
+void reseal(format::FileHeader* h) { h->header_crc = crc32c(h, offsetof(format::FileHeader, header_crc)); }
+
+uint64_t offset_of_error(const std::string& path) {
+  try {
+    load_trace(path);
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.path(), path);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("at byte " + std::to_string(e.offset())), std::string::npos) << e.what();
+    return e.offset();
+  }
+  ADD_FAILURE() << "no TraceError for " << path;
+  return UINT64_MAX;
+}
+
+TEST(ReaderHeaders, MissingFile) {
+  const std::string path = (std::filesystem::temp_directory_path() / "psc_no_such_trace.pstrace").string();
+  std::remove(path.c_str());
+  EXPECT_EQ(offset_of_error(path), 0u);
+}
+
+TEST(ReaderHeaders, EmptyAndTextFilesHaveBadMagic) {
+  TempTrace file("text");
+  spit(file.path, nullptr, 0);
+  EXPECT_EQ(offset_of_error(file.path), 0u);
+  const char text[] = "PSTRACE";  // 7 bytes: almost the magic
+  spit(file.path, reinterpret_cast<const uint8_t*>(text), 7);
+  EXPECT_EQ(offset_of_error(file.path), 0u);
+}
+
+TEST(ReaderHeaders, NewerFormatIsRefusedWithTheVersion) {
+  TempTrace file("newer");
+  format::FileHeader h = good_header();
+  h.version = 3;
+  h.min_reader_version = 2;
+  reseal(&h);
+  spit(file.path, reinterpret_cast<const uint8_t*>(&h), sizeof h);
+  EXPECT_EQ(offset_of_error(file.path), offsetof(format::FileHeader, version));
+  try {
+    load_trace(file.path);
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("v2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReaderHeaders, BadHeaderSizeAndChecksum) {
+  TempTrace file("size");
+  format::FileHeader h = good_header();
+  h.header_bytes = 16;
+  reseal(&h);
+  spit(file.path, reinterpret_cast<const uint8_t*>(&h), sizeof h);
+  EXPECT_EQ(offset_of_error(file.path), offsetof(format::FileHeader, header_bytes));
+
+  h = good_header();
+  h.pid ^= 1;  // not resealed
+  spit(file.path, reinterpret_cast<const uint8_t*>(&h), sizeof h);
+  EXPECT_EQ(offset_of_error(file.path), offsetof(format::FileHeader, header_crc));
+}
+
+TEST(ReaderHeaders, ShortHeaderSaysWhereTheFileEnds) {
+  TempTrace file("short");
+  const format::FileHeader h = good_header();
+  spit(file.path, reinterpret_cast<const uint8_t*>(&h), 100);
+  EXPECT_EQ(offset_of_error(file.path), 100u);
+}
+
+// header_bytes lets the header grow: a reader skips what it does not know.
+TEST(ReaderHeaders, LargerHeaderIsSkipped) {
+  TempTrace original("grown_src");
+  write_sample(original.path);
+  const std::vector<uint8_t> bytes = slurp(original.path);
+  format::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  h.header_bytes = sizeof h + 64;
+  reseal(&h);
+  std::vector<uint8_t> grown(reinterpret_cast<uint8_t*>(&h), reinterpret_cast<uint8_t*>(&h) + sizeof h);
+  grown.resize(grown.size() + 64, 0xAB);
+  grown.insert(grown.end(), bytes.begin() + sizeof h, bytes.end());
+  TempTrace file("grown");
+  spit(file.path, grown.data(), grown.size());
+  const LoadedTrace a = load_trace(original.path);
+  const LoadedTrace b = load_trace(file.path);
+  EXPECT_TRUE(b.status.complete()) << b.status.reason;
+  EXPECT_EQ(a.events.size(), b.events.size());
+}
+
+}  // namespace
+}  // namespace psc
