@@ -1,0 +1,27 @@
+# CUDA test clients: ordinary programs linked against the runtime (or the
+# driver) by soname, run by tests/unit/cuda_*_test.cc under the recorder with
+# LD_LIBRARY_PATH pointing at the test doubles in $(BUILD)/fakes.
+CUDA_CLIENT_DIR   := $(BUILD)/cuda
+# cudaGetDriverEntryPoint is deprecated in CUDA 13 and still what PyTorch calls.
+CUDA_CLIENT_FLAGS := $(CXXSTD) $(CXXFLAGS) $(WARN) -Wno-deprecated-declarations $(CPPFLAGS) -isystem $(CUDA_HOME)/include
+CUDA_CLIENTS      := $(addprefix $(CUDA_CLIENT_DIR)/,cudart_client torch_style_client threads_client fork_client vmm_client)
+
+$(CUDA_CLIENT_DIR)/ptsz_calls.o: tests/cuda/ptsz_calls.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM -c $< -o $@
+
+$(CUDA_CLIENT_DIR)/cudart_client $(CUDA_CLIENT_DIR)/torch_style_client: $(CUDA_CLIENT_DIR)/%: tests/cuda/%.cc \
+    $(CUDA_CLIENT_DIR)/ptsz_calls.o $(FAKE_CUDART)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< $(CUDA_CLIENT_DIR)/ptsz_calls.o -o $@ $(FAKE_CUDART) -ldl -lpthread
+
+$(CUDA_CLIENT_DIR)/threads_client $(CUDA_CLIENT_DIR)/fork_client: $(CUDA_CLIENT_DIR)/%: tests/cuda/%.cc $(FAKE_CUDART)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(FAKE_CUDART) -ldl -lpthread
+
+$(CUDA_CLIENT_DIR)/vmm_client: tests/cuda/vmm_client.cc $(FAKE_CUDA)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(FAKE_CUDA) -ldl
+
+ALL_EXTRA  += $(CUDA_CLIENTS)
+TEST_EXTRA += $(CUDA_CLIENTS)
