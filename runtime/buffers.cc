@@ -42,7 +42,7 @@ ThreadBuffer* attach_buffer(int32_t os_tid) {
   // Reuse a buffer whose thread has exited and whose events are all written.
   const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
-    ThreadBuffer* b = g_buffers[i];
+    ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE);
     if (!b) continue;
     uint32_t expected = static_cast<uint32_t>(BufferState::kFree);
     if (b->state.compare_exchange_strong(expected, static_cast<uint32_t>(BufferState::kClaimed),

@@ -248,8 +248,9 @@ struct LaterRun {
   bool operator()(const Run& a, const Run& b) const { return a.next->seq > b.next->seq; }
 };
 
-void cycle(bool force) {
-  if (!g_chunk) return;
+// Returns the watermark used: every event below it is now in the file.
+uint64_t cycle(bool force) {
+  if (!g_chunk) return 0;
   const uint64_t global_seq = g_seq.load(std::memory_order_seq_cst);
   uint64_t watermark = UINT64_MAX;
   uint32_t drained = 0, runs = 0;
@@ -262,7 +263,7 @@ void cycle(bool force) {
   }
   // A process that has recorded nothing gets no file (children that only
   // exec, fork-stopped children); metadata waits in the chunk until events come.
-  if (g_fd < 0 && drained == 0 && g_held_count == 0) return;
+  if (g_fd < 0 && drained == 0 && g_held_count == 0) return watermark;
   if (g_held_count) g_runs[runs++] = Run{g_held, g_held + g_held_count};
   if (force || drained + g_held_count >= kStagingEvents) watermark = UINT64_MAX;
 
@@ -291,6 +292,7 @@ void cycle(bool force) {
   g_held_count = kept;
   emit_counts(false);
   write_chunk();
+  return watermark;
 }
 
 // Forced cycles first give busy producers a moment to finish their record, so
@@ -309,6 +311,22 @@ void forced_cycle() {
   cycle(true);
 }
 
+// A flush must put every event recorded before it was asked for in the file.
+// Normal cycles do that once the watermark passes the sequence number read
+// now, without writing anything out of order; only a producer stuck in the
+// middle of a record for 100 ms makes it force the rest out.
+void flush_cycle() {
+  const uint64_t target = g_seq.load(std::memory_order_seq_cst);
+  const uint64_t deadline = sys::monotonic_ns() + 100000000ull;
+  while (cycle(false) <= target) {
+    if (sys::monotonic_ns() > deadline) {
+      forced_cycle();
+      return;
+    }
+    sys::sleep_ns(50000);
+  }
+}
+
 void* writer_main(void*) {
   t_state.internal = true;
   sigset_t all;
@@ -322,7 +340,7 @@ void* writer_main(void*) {
     const uint32_t requested = g_flush_requested.load(std::memory_order_acquire);
     pthread_mutex_lock(&g_mutex);
     if (requested != g_flush_done.load(std::memory_order_relaxed)) {
-      forced_cycle();
+      flush_cycle();
     } else {
       cycle(false);
     }
