@@ -102,6 +102,11 @@ struct TraceSummary {
   uint64_t last_time_ns = 0;
   std::array<uint64_t, kMaxEventKind + 1> events_by_kind{};
   uint64_t unmatched_range_ends = 0;  // pops/ends with no open range
+  // Sequence numbers are global and consecutive: numbers between the first and
+  // last that never appear are events lost (dropped, or lost without a count).
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  uint64_t missing_seqs = 0;
 };
 
 struct MemorySummary {

@@ -49,7 +49,10 @@ json trace_to_json(const TraceSummary& t) {
           {"first_time_ns", t.first_time_ns},
           {"last_time_ns", t.last_time_ns},
           {"events_by_kind", by_kind},
-          {"unmatched_range_ends", t.unmatched_range_ends}};
+          {"unmatched_range_ends", t.unmatched_range_ends},
+          {"first_seq", t.first_seq},
+          {"last_seq", t.last_seq},
+          {"missing_seqs", t.missing_seqs}};
 }
 
 json memory_to_json(const MemorySummary& m) {

@@ -21,6 +21,8 @@ void ScanPass::on_events(const Event* events, size_t count, const TraceMeta& met
     if (static_cast<uint8_t>(e.kind) <= kMaxEventKind) ++by_kind_[static_cast<uint8_t>(e.kind)];
     first_time_ns_ = std::min(first_time_ns_, e.time_ns);
     last_time_ns_ = std::max(last_time_ns_, e.time_ns);
+    first_seq_ = std::min(first_seq_, e.seq);
+    last_seq_ = std::max(last_seq_, e.seq);
 
     if (is_memory_event(e.kind)) {
       LevelScan& level = levels_[static_cast<int>(memory_level_of(e))];
@@ -65,6 +67,12 @@ void ScanPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
   trace->clean_end = meta_.clean_end;
   trace->first_time_ns = ordinal_ ? first_time_ns_ : 0;
   trace->last_time_ns = last_time_ns_;
+  if (ordinal_) {
+    trace->first_seq = first_seq_;
+    trace->last_seq = last_seq_;
+    const uint64_t span = last_seq_ - first_seq_ + 1;
+    trace->missing_seqs = span > ordinal_ ? span - ordinal_ : 0;
+  }
   trace->events_by_kind = by_kind_;
   trace->unmatched_range_ends = scope_.unmatched_pops();
 

@@ -66,6 +66,8 @@ class ScanPass : public TraceVisitor {
   uint64_t ordinal_ = 0;
   uint64_t first_time_ns_ = UINT64_MAX;
   uint64_t last_time_ns_ = 0;
+  uint64_t first_seq_ = UINT64_MAX;
+  uint64_t last_seq_ = 0;
   std::array<uint64_t, kMaxEventKind + 1> by_kind_{};
   TraceMeta meta_;
   ReadStatus status_;

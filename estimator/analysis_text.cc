@@ -69,6 +69,11 @@ void render_warnings(const Analysis& a, Out& out) {
     out += fmt::format("WARNING    the recorder dropped {} events ({}): figures may be low\n", grouped(t.dropped),
                        reasons);
   }
+  if (t.missing_seqs > 0)
+    out += fmt::format(
+        "WARNING    {} sequence numbers between {} and {} are missing from the file: events were lost "
+        "({} counted as dropped)\n",
+        grouped(t.missing_seqs), t.first_seq, t.last_seq, grouped(t.dropped));
   if (t.late_events > 0)
     out += fmt::format("note       {} events were written after later ones (late); they are analysed in file order\n",
                        grouped(t.late_events));

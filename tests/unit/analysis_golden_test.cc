@@ -149,6 +149,9 @@ TEST_F(GoldenStep, CountsEveryEventAndReadsCleanly) {
   EXPECT_TRUE(a.trace.status.complete());
   EXPECT_TRUE(a.trace.clean_end);
   EXPECT_EQ(a.trace.dropped, 0u);
+  EXPECT_EQ(a.trace.missing_seqs, 0u);
+  EXPECT_EQ(a.trace.first_seq, 1u);
+  EXPECT_EQ(a.trace.last_seq, events_);
   EXPECT_EQ(a.memory.level, MemoryLevel::kAllocated);
   EXPECT_EQ(a.memory.counts.unmatched_frees, 0u);
   EXPECT_EQ(a.memory.counts.nested, 0u);
@@ -550,6 +553,8 @@ TEST(AnalysisGolden, DropsAreReportedByReason) {
   {
     SyntheticTrace t(file.path);
     t.alloc(0, 0x10, 1);
+    t.skip_seq(5);  // the dropped events took their sequence numbers with them
+    t.alloc(0, 0x20, 1);
     std::array<uint64_t, format::kDropReasonCount> drops{};
     drops[static_cast<size_t>(format::DropReason::kBufferFull)] = 3;
     drops[static_cast<size_t>(format::DropReason::kRangeDepth)] = 2;
@@ -557,6 +562,7 @@ TEST(AnalysisGolden, DropsAreReportedByReason) {
     t.close(false);
   }
   const Analysis a = analyze_trace(file.path);
+  EXPECT_EQ(a.trace.missing_seqs, 5u);
   EXPECT_EQ(a.trace.dropped, 5u);
   EXPECT_EQ(a.trace.drops[static_cast<size_t>(format::DropReason::kBufferFull)], 3u);
   EXPECT_FALSE(a.trace.clean_end);
