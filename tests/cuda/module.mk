@@ -23,5 +23,11 @@ $(CUDA_CLIENT_DIR)/vmm_client: tests/cuda/vmm_client.cc $(FAKE_CUDA)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(FAKE_CUDA) -ldl
 
+# An interposer of its own, preloaded after peakscope (RTLD_NEXT test).
+$(CUDA_CLIENT_DIR)/libnext_probe.so: tests/cuda/next_probe.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ -ldl
+
+CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/libnext_probe.so
 ALL_EXTRA  += $(CUDA_CLIENTS)
 TEST_EXTRA += $(CUDA_CLIENTS)

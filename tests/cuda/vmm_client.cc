@@ -38,7 +38,7 @@ int nccl() {
   make_context(1);
   const CUmemAllocationProp prop = device_prop(1);
   CUdeviceptr va;
-  CLIENT_CHECK(cuMemAddressReserve(&va, 4 * kPage, 0, 0, 0));
+  CLIENT_CHECK(cuMemAddressReserve(&va, 8 * kPage, 0, 0, 0));  // twice what gets mapped
   CUmemGenericAllocationHandle a, b;
   CLIENT_CHECK(cuMemCreate(&a, 2 * kPage, &prop, 0));
   CLIENT_CHECK(cuMemCreate(&b, 2 * kPage, &prop, 0));
@@ -60,7 +60,7 @@ int nccl() {
   client::range_push("unmapped");
   CLIENT_CHECK(cuMemUnmap(va, 2 * kPage));  // last use of a: freed here
   client::range_pop();
-  CLIENT_CHECK(cuMemAddressFree(va, 4 * kPage));
+  CLIENT_CHECK(cuMemAddressFree(va, 8 * kPage));
   client::print("handle_a", a);
   client::print("handle_b", b);
   return 0;
