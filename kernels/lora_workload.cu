@@ -77,7 +77,9 @@ __host__ __device__ inline void relu_grad_element(const Elementwise& e, int i) {
   e.out[i] = e.h[i] > 0.f ? e.x[i] : 0.f;
 }
 // d = (x - y) * scale: the loss gradient.
-__host__ __device__ inline void loss_grad_element(const Elementwise& e, int i) { e.out[i] = (e.x[i] - e.y[i]) * e.scale; }
+__host__ __device__ inline void loss_grad_element(const Elementwise& e, int i) {
+  e.out[i] = (e.x[i] - e.y[i]) * e.scale;
+}
 // p -= lr * g (x: the gradient, out: the parameter)
 __host__ __device__ inline void sgd_element(const Elementwise& e, int i) { e.out[i] -= e.scale * e.x[i]; }
 
@@ -133,32 +135,44 @@ Options parse(int argc, char** argv) {
       if (v <= 0) usage(("bad value for " + a).c_str());
       return v;
     };
-    if (a == "--tokens") o.tokens = positive();
-    else if (a == "--dim") o.dim = positive();
-    else if (a == "--rank") o.rank = positive();
-    else if (a == "--layers") o.layers = positive();
-    else if (a == "--steps") o.steps = positive();
-    else if (a == "--device") o.device = value();
-    else if (a == "--alloc") o.alloc = value();
-    else if (a == "--annotate") o.annotate = value();
-    else if (a == "--gradcheck") o.gradcheck = true;
-    else if (a == "--check") o.check = true;
-    else usage(("unknown option " + a).c_str());
+    if (a == "--tokens")
+      o.tokens = positive();
+    else if (a == "--dim")
+      o.dim = positive();
+    else if (a == "--rank")
+      o.rank = positive();
+    else if (a == "--layers")
+      o.layers = positive();
+    else if (a == "--steps")
+      o.steps = positive();
+    else if (a == "--device")
+      o.device = value();
+    else if (a == "--alloc")
+      o.alloc = value();
+    else if (a == "--annotate")
+      o.annotate = value();
+    else if (a == "--gradcheck")
+      o.gradcheck = true;
+    else if (a == "--check")
+      o.check = true;
+    else
+      usage(("unknown option " + a).c_str());
   }
   if (o.device != "cuda" && o.device != "cpu") usage("--device must be cuda or cpu");
   if (o.alloc != "malloc" && o.alloc != "async") usage("--alloc must be malloc or async");
-  if (o.annotate != "nvtx" && o.annotate != "psc" && o.annotate != "none") usage("--annotate must be nvtx, psc or none");
+  if (o.annotate != "nvtx" && o.annotate != "psc" && o.annotate != "none")
+    usage("--annotate must be nvtx, psc or none");
   if (o.gradcheck && o.device != "cpu") usage("--gradcheck runs on --device cpu");
   return o;
 }
 
-#define CUDA_OK(call)                                                                                 \
-  do {                                                                                                \
-    const cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));    \
-      std::exit(3);                                                                                   \
-    }                                                                                                 \
+#define CUDA_OK(call)                                                                             \
+  do {                                                                                            \
+    const cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(3);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // ---- annotations ---------------------------------------------------------------------
@@ -345,8 +359,8 @@ class Model {
   float step(int index, bool update) {
     const int T = o_.tokens, D = o_.dim, L = o_.layers;
     notes_.push("wave");
-    notes_.mark("wave", "{\"tokens\": " + std::to_string(T) + ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " +
-                            (index == 0 ? "true" : "false") + "}");
+    notes_.mark("wave", "{\"tokens\": " + std::to_string(T) +
+                            ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (index == 0 ? "true" : "false") + "}");
     std::vector<float*> x(L + 1, nullptr);
     x[0] = x0_;
     for (int i = 0; i < L; ++i) {
@@ -378,7 +392,8 @@ class Model {
       const int DR = o_.dim * o_.rank;
       if (update) {
         dev_.elementwise<sgd_element>(sgd_kernel, {DR, grads_[i].first, nullptr, nullptr, layers_[i].a, kLearningRate});
-        dev_.elementwise<sgd_element>(sgd_kernel, {DR, grads_[i].second, nullptr, nullptr, layers_[i].b, kLearningRate});
+        dev_.elementwise<sgd_element>(sgd_kernel,
+                                      {DR, grads_[i].second, nullptr, nullptr, layers_[i].b, kLearningRate});
       }
       dev_.free(grads_[i].first);
       dev_.free(grads_[i].second);
@@ -431,8 +446,8 @@ class Model {
     float* da = dev_.alloc(size_t(D) * R);
     dev_.gemm({D, R, T, x, true, du, false, da, 1.f, 0.f});  // dA = x^T du
     float* dx = dev_.alloc(size_t(T) * D);
-    dev_.gemm({T, D, D, g, false, layers_[i].w, true, dx, 1.f, 0.f});  // g W^T
-    dev_.gemm({T, D, R, du, false, layers_[i].a, true, dx, 1.f, 1.f});  // + du A^T
+    dev_.gemm({T, D, D, g, false, layers_[i].w, true, dx, 1.f, 0.f});                         // g W^T
+    dev_.gemm({T, D, R, du, false, layers_[i].a, true, dx, 1.f, 1.f});                        // + du A^T
     dev_.elementwise<sgd_element>(sgd_kernel, {T * D, dx_next, nullptr, nullptr, dx, -1.f});  // + dx_next
     if (kept_) kept_grads_[i] = {dev_.download(da, size_t(D) * R), dev_.download(db, size_t(R) * D)};
     grads_[i] = {da, db};
@@ -519,7 +534,8 @@ int main(int argc, char** argv) {
     const std::vector<float> expected = train(host, cpu, none);
     double worst = 0;
     for (size_t s = 0; s < losses.size(); ++s)
-      worst = std::max(worst, std::fabs(double(losses[s]) - expected[s]) / std::max(1e-6, std::fabs(double(expected[s]))));
+      worst =
+          std::max(worst, std::fabs(double(losses[s]) - expected[s]) / std::max(1e-6, std::fabs(double(expected[s]))));
     std::printf("check_worst_relative_error %.3g\n", worst);
     return worst < 1e-3 ? 0 : 1;
   }
