@@ -61,6 +61,7 @@ struct ForwardTerms {
 // least net_g, and extra_g >= 0), so every candidate is non-negative.
 ForwardTerms forward_terms(const std::vector<Group>& groups) {
   ForwardTerms terms;
+  terms.slots.reserve(groups.size());
   Bytes positive_nets = 0;
   Bytes best = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -93,6 +94,10 @@ struct SlotSetCharge {
 };
 
 void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::string>& more) {
+  if (into.empty()) {
+    into = more;
+    return;
+  }
   std::vector<std::string> merged;
   merged.reserve(into.size() + more.size());
   std::set_union(into.begin(), into.end(), more.begin(), more.end(), std::back_inserter(merged));

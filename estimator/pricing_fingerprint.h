@@ -20,7 +20,7 @@ inline constexpr std::string_view kFingerprintSources[] = {
     "estimator/pricing.cc",    "estimator/pricing.h",   "estimator/pricing_mutation.h",
 };
 
-inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:bfb7887a2a6b55e9";
+inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:86c7b77eddd4e79f";
 
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 
