@@ -40,46 +40,58 @@ namespace {
 
 // ---- counters ------------------------------------------------------------------
 
-#define FAKE_CUDA_COUNTERS(X)                                                                                          \
-  X(cuMemAlloc_v2_calls, "cuMemAlloc_v2.calls")                                                                        \
-  X(cuMemAlloc_v2_bytes, "cuMemAlloc_v2.bytes") X(cuMemAlloc_v1_calls, "cuMemAlloc.calls") X(                          \
-      cuMemAlloc_v1_bytes, "cuMemAlloc.bytes") X(cuMemFree_v2_calls, "cuMemFree_v2.calls") X(cuMemFree_v1_calls,       \
-                                                                                             "cuMemFree.calls")        \
-      X(cuMemAllocAsync_calls, "cuMemAllocAsync.calls") X(cuMemAllocAsync_bytes, "cuMemAllocAsync.bytes") X(           \
-          cuMemAllocAsync_ptsz_calls, "cuMemAllocAsync_ptsz.calls") X(cuMemAllocAsync_ptsz_bytes,                      \
-                                                                      "cuMemAllocAsync_ptsz.bytes")                    \
-          X(cuMemFreeAsync_calls, "cuMemFreeAsync.calls") X(cuMemFreeAsync_ptsz_calls, "cuMemFreeAsync_ptsz.calls") X( \
-              cuMemAllocFromPoolAsync_calls, "cuMemAllocFromPoolAsync.calls") X(cuMemAllocFromPoolAsync_bytes,         \
-                                                                                "cuMemAllocFromPoolAsync.bytes")       \
-              X(cuMemAllocFromPoolAsync_ptsz_calls, "cuMemAllocFromPoolAsync_ptsz.calls") X(                           \
-                  cuMemAllocFromPoolAsync_ptsz_bytes,                                                                  \
-                  "cuMemAllocFromPoolAsync_ptsz.bytes") X(cuMemAllocManaged_calls, "cuMemAllocManaged.calls")          \
-                  X(cuMemAllocManaged_bytes, "cuMemAllocManaged.bytes") X(                                             \
-                      cuMemAllocHost_v2_calls, "cuMemAllocHost_v2.calls") X(cuMemAllocHost_v2_bytes,                   \
-                                                                            "cuMemAllocHost_v2.bytes")                 \
-                      X(cuMemHostAlloc_calls, "cuMemHostAlloc.calls") X(                                               \
-                          cuMemHostAlloc_bytes, "cuMemHostAlloc.bytes") X(cuMemFreeHost_calls, "cuMemFreeHost.calls")  \
-                          X(cuMemHostRegister_v2_calls, "cuMemHostRegister_v2.calls") X(                               \
-                              cuMemHostRegister_v2_bytes, "cuMemHostRegister_v2.bytes") X(cuMemHostUnregister_calls,   \
-                                                                                          "cuMemHostUnregister.calls") \
-                              X(cuMemCreate_calls, "cuMemCreate.calls") X(cuMemCreate_bytes, "cuMemCreate.bytes") X(   \
-                                  cuMemRelease_calls, "cuMemRelease.calls")                                            \
-                                  X(cuMemRetainAllocationHandle_calls, "cuMemRetainAllocationHandle.calls") X(         \
-                                      cuMemMap_calls, "cuMemMap.calls") X(cuMemMap_bytes, "cuMemMap.bytes")            \
-                                      X(cuMemUnmap_calls, "cuMemUnmap.calls") X(cuMemUnmap_bytes, "cuMemUnmap.bytes")  \
-                                          X(cuMemAddressReserve_calls, "cuMemAddressReserve.calls")                    \
-                                              X(cuMemAddressReserve_bytes, "cuMemAddressReserve.bytes")                \
-                                                  X(cuMemAddressFree_calls, "cuMemAddressFree.calls") X(               \
-                                                      cuGetProcAddress_calls, "cuGetProcAddress.calls")                \
-                                                      X(cuGetProcAddress_v2_calls, "cuGetProcAddress_v2.calls") X(     \
-                                                          failed_allocs, "failed_allocs") X(bad_frees, "bad_frees")    \
-                                                          X(live_bytes, "live_bytes") X(peak_bytes, "peak_bytes") X(   \
-                                                              allocated_bytes, "allocated_bytes")                      \
-                                                              X(freed_bytes, "freed_bytes") X(                         \
-                                                                  vmm_physical_live_bytes, "vmm_physical_live_bytes")  \
-                                                                  X(vmm_physical_freed, "vmm_physical_frees")          \
-                                                                      X(pool_reserved_bytes, "pool_reserved_bytes")    \
-                                                                          X(pool_reserved_peak, "pool_reserved_peak")
+// clang-format off
+#define FAKE_CUDA_COUNTERS(X) \
+  X(cuMemAlloc_v2_calls, "cuMemAlloc_v2.calls")                               \
+  X(cuMemAlloc_v2_bytes, "cuMemAlloc_v2.bytes")                               \
+  X(cuMemAlloc_v1_calls, "cuMemAlloc.calls")                                  \
+  X(cuMemAlloc_v1_bytes, "cuMemAlloc.bytes")                                  \
+  X(cuMemFree_v2_calls, "cuMemFree_v2.calls")                                 \
+  X(cuMemFree_v1_calls, "cuMemFree.calls")                                    \
+  X(cuMemAllocAsync_calls, "cuMemAllocAsync.calls")                           \
+  X(cuMemAllocAsync_bytes, "cuMemAllocAsync.bytes")                           \
+  X(cuMemAllocAsync_ptsz_calls, "cuMemAllocAsync_ptsz.calls")                 \
+  X(cuMemAllocAsync_ptsz_bytes, "cuMemAllocAsync_ptsz.bytes")                 \
+  X(cuMemFreeAsync_calls, "cuMemFreeAsync.calls")                             \
+  X(cuMemFreeAsync_ptsz_calls, "cuMemFreeAsync_ptsz.calls")                   \
+  X(cuMemAllocFromPoolAsync_calls, "cuMemAllocFromPoolAsync.calls")           \
+  X(cuMemAllocFromPoolAsync_bytes, "cuMemAllocFromPoolAsync.bytes")           \
+  X(cuMemAllocFromPoolAsync_ptsz_calls, "cuMemAllocFromPoolAsync_ptsz.calls") \
+  X(cuMemAllocFromPoolAsync_ptsz_bytes, "cuMemAllocFromPoolAsync_ptsz.bytes") \
+  X(cuMemAllocManaged_calls, "cuMemAllocManaged.calls")                       \
+  X(cuMemAllocManaged_bytes, "cuMemAllocManaged.bytes")                       \
+  X(cuMemAllocHost_v2_calls, "cuMemAllocHost_v2.calls")                       \
+  X(cuMemAllocHost_v2_bytes, "cuMemAllocHost_v2.bytes")                       \
+  X(cuMemHostAlloc_calls, "cuMemHostAlloc.calls")                             \
+  X(cuMemHostAlloc_bytes, "cuMemHostAlloc.bytes")                             \
+  X(cuMemFreeHost_calls, "cuMemFreeHost.calls")                               \
+  X(cuMemHostRegister_v2_calls, "cuMemHostRegister_v2.calls")                 \
+  X(cuMemHostRegister_v2_bytes, "cuMemHostRegister_v2.bytes")                 \
+  X(cuMemHostUnregister_calls, "cuMemHostUnregister.calls")                   \
+  X(cuMemCreate_calls, "cuMemCreate.calls")                                   \
+  X(cuMemCreate_bytes, "cuMemCreate.bytes")                                   \
+  X(cuMemRelease_calls, "cuMemRelease.calls")                                 \
+  X(cuMemRetainAllocationHandle_calls, "cuMemRetainAllocationHandle.calls")   \
+  X(cuMemMap_calls, "cuMemMap.calls")                                         \
+  X(cuMemMap_bytes, "cuMemMap.bytes")                                         \
+  X(cuMemUnmap_calls, "cuMemUnmap.calls")                                     \
+  X(cuMemUnmap_bytes, "cuMemUnmap.bytes")                                     \
+  X(cuMemAddressReserve_calls, "cuMemAddressReserve.calls")                   \
+  X(cuMemAddressReserve_bytes, "cuMemAddressReserve.bytes")                   \
+  X(cuMemAddressFree_calls, "cuMemAddressFree.calls")                         \
+  X(cuGetProcAddress_calls, "cuGetProcAddress.calls")                         \
+  X(cuGetProcAddress_v2_calls, "cuGetProcAddress_v2.calls")                   \
+  X(failed_allocs, "failed_allocs")                                           \
+  X(bad_frees, "bad_frees")                                                   \
+  X(live_bytes, "live_bytes")                                                 \
+  X(peak_bytes, "peak_bytes")                                                 \
+  X(allocated_bytes, "allocated_bytes")                                       \
+  X(freed_bytes, "freed_bytes")                                               \
+  X(vmm_physical_live_bytes, "vmm_physical_live_bytes")                       \
+  X(vmm_physical_freed, "vmm_physical_frees")                                 \
+  X(pool_reserved_bytes, "pool_reserved_bytes")                               \
+  X(pool_reserved_peak, "pool_reserved_peak")
+// clang-format on
 
 enum Counter {
 #define FAKE_ENUM(id, name) k_##id,

@@ -30,34 +30,42 @@
 
 namespace {
 
-#define FAKE_CUDART_COUNTERS(X)                                                                                        \
-  X(cudaMalloc_calls, "cudaMalloc.calls")                                                                              \
-  X(cudaMalloc_bytes, "cudaMalloc.bytes") X(cudaFree_calls, "cudaFree.calls")                                          \
-      X(cudaMallocAsync_calls, "cudaMallocAsync.calls") X(cudaMallocAsync_bytes, "cudaMallocAsync.bytes") X(           \
-          cudaMallocAsync_ptsz_calls, "cudaMallocAsync_ptsz.calls")                                                    \
-          X(cudaMallocAsync_ptsz_bytes, "cudaMallocAsync_ptsz.bytes") X(cudaFreeAsync_calls, "cudaFreeAsync.calls") X( \
-              cudaFreeAsync_ptsz_calls, "cudaFreeAsync_ptsz.calls") X(cudaMallocFromPoolAsync_calls,                   \
-                                                                      "cudaMallocFromPoolAsync.calls")                 \
-              X(cudaMallocFromPoolAsync_bytes, "cudaMallocFromPoolAsync.bytes") X(                                     \
-                  cudaMallocFromPoolAsync_ptsz_calls, "cudaMallocFromPoolAsync_ptsz.calls")                            \
-                  X(cudaMallocFromPoolAsync_ptsz_bytes, "cudaMallocFromPoolAsync_ptsz.bytes") X(                       \
-                      cudaMallocManaged_calls, "cudaMallocManaged.calls") X(cudaMallocManaged_bytes,                   \
-                                                                            "cudaMallocManaged.bytes")                 \
-                      X(cudaMallocHost_calls, "cudaMallocHost.calls") X(cudaMallocHost_bytes, "cudaMallocHost.bytes")  \
-                          X(cudaHostAlloc_calls, "cudaHostAlloc.calls") X(cudaHostAlloc_bytes, "cudaHostAlloc.bytes")  \
-                              X(cudaFreeHost_calls, "cudaFreeHost.calls")                                              \
-                                  X(cudaHostRegister_calls, "cudaHostRegister.calls") X(cudaHostRegister_bytes,        \
-                                                                                        "cudaHostRegister.bytes")      \
-                                      X(cudaHostUnregister_calls, "cudaHostUnregister.calls") X(                       \
-                                          cudaGetDriverEntryPoint_calls, "cudaGetDriverEntryPoint.calls")              \
-                                          X(cudaGetDriverEntryPoint_ptsz_calls, "cudaGetDriverEntryPoint_ptsz.calls")  \
-                                              X(cudaGetDriverEntryPointByVersion_calls,                                \
-                                                "cudaGetDriverEntryPointByVersion.calls")                              \
-                                                  X(cudaGetDriverEntryPointByVersion_ptsz_calls,                       \
-                                                    "cudaGetDriverEntryPointByVersion_ptsz.calls")                     \
-                                                      X(driver_loads, "driver_loads") X(fatbins, "fatbins")            \
-                                                          X(bad_fatbins, "bad_fatbins") X(functions, "functions")      \
-                                                              X(launches, "launches") X(bad_launches, "bad_launches")
+// clang-format off
+#define FAKE_CUDART_COUNTERS(X) \
+  X(cudaMalloc_calls, "cudaMalloc.calls")                                                       \
+  X(cudaMalloc_bytes, "cudaMalloc.bytes")                                                       \
+  X(cudaFree_calls, "cudaFree.calls")                                                           \
+  X(cudaMallocAsync_calls, "cudaMallocAsync.calls")                                             \
+  X(cudaMallocAsync_bytes, "cudaMallocAsync.bytes")                                             \
+  X(cudaMallocAsync_ptsz_calls, "cudaMallocAsync_ptsz.calls")                                   \
+  X(cudaMallocAsync_ptsz_bytes, "cudaMallocAsync_ptsz.bytes")                                   \
+  X(cudaFreeAsync_calls, "cudaFreeAsync.calls")                                                 \
+  X(cudaFreeAsync_ptsz_calls, "cudaFreeAsync_ptsz.calls")                                       \
+  X(cudaMallocFromPoolAsync_calls, "cudaMallocFromPoolAsync.calls")                             \
+  X(cudaMallocFromPoolAsync_bytes, "cudaMallocFromPoolAsync.bytes")                             \
+  X(cudaMallocFromPoolAsync_ptsz_calls, "cudaMallocFromPoolAsync_ptsz.calls")                   \
+  X(cudaMallocFromPoolAsync_ptsz_bytes, "cudaMallocFromPoolAsync_ptsz.bytes")                   \
+  X(cudaMallocManaged_calls, "cudaMallocManaged.calls")                                         \
+  X(cudaMallocManaged_bytes, "cudaMallocManaged.bytes")                                         \
+  X(cudaMallocHost_calls, "cudaMallocHost.calls")                                               \
+  X(cudaMallocHost_bytes, "cudaMallocHost.bytes")                                               \
+  X(cudaHostAlloc_calls, "cudaHostAlloc.calls")                                                 \
+  X(cudaHostAlloc_bytes, "cudaHostAlloc.bytes")                                                 \
+  X(cudaFreeHost_calls, "cudaFreeHost.calls")                                                   \
+  X(cudaHostRegister_calls, "cudaHostRegister.calls")                                           \
+  X(cudaHostRegister_bytes, "cudaHostRegister.bytes")                                           \
+  X(cudaHostUnregister_calls, "cudaHostUnregister.calls")                                       \
+  X(cudaGetDriverEntryPoint_calls, "cudaGetDriverEntryPoint.calls")                             \
+  X(cudaGetDriverEntryPoint_ptsz_calls, "cudaGetDriverEntryPoint_ptsz.calls")                   \
+  X(cudaGetDriverEntryPointByVersion_calls, "cudaGetDriverEntryPointByVersion.calls")           \
+  X(cudaGetDriverEntryPointByVersion_ptsz_calls, "cudaGetDriverEntryPointByVersion_ptsz.calls") \
+  X(driver_loads, "driver_loads")                                                               \
+  X(fatbins, "fatbins")                                                                         \
+  X(bad_fatbins, "bad_fatbins")                                                                 \
+  X(functions, "functions")                                                                     \
+  X(launches, "launches")                                                                       \
+  X(bad_launches, "bad_launches")
+// clang-format on
 
 enum Counter {
 #define FAKE_ENUM(id, name) k_##id,
