@@ -31,3 +31,10 @@ $(CUDA_CLIENT_DIR)/libnext_probe.so: tests/cuda/next_probe.cc | $(DEPS_STAMP)
 CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/libnext_probe.so
 ALL_EXTRA  += $(CUDA_CLIENTS)
 TEST_EXTRA += $(CUDA_CLIENTS)
+
+# `make bench` also prints the cost of a hooked allocation pair, with and
+# without the preload, against the doubles (tools/bench-cuda-hooks).
+.PHONY: bench-cuda-hooks
+bench-cuda-hooks: $(CUDA_CLIENT_DIR)/cudart_client $(PRELOAD) $(FAKE_CUDA) $(FAKE_CUDART)
+	@BUILD=$(BUILD) tools/bench-cuda-hooks
+bench: bench-cuda-hooks

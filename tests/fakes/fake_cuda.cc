@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "tests/fakes/fake_counts.h"
 
@@ -204,9 +205,20 @@ int stream_device_locked(CUstream stream) {
   return it == g_stream_device.end() ? -2 : it->second;
 }
 
+// Like a real driver, freed device addresses are handed out again (first to
+// allocations of the same rounded size), so a program's address set stays small.
+std::unordered_map<uint64_t, std::vector<uint64_t>> g_free_addresses;  // rounded size -> addresses
+
 uint64_t new_device_address_locked(uint64_t bytes) {
+  const uint64_t rounded = round_up(bytes ? bytes : 1, 512);
+  auto it = g_free_addresses.find(rounded);
+  if (it != g_free_addresses.end() && !it->second.empty()) {
+    const uint64_t a = it->second.back();
+    it->second.pop_back();
+    return a;
+  }
   const uint64_t a = g_next_address;
-  g_next_address += round_up(bytes ? bytes : 1, 512);
+  g_next_address += rounded;
   return a;
 }
 
@@ -254,7 +266,11 @@ void release_block_locked(uint64_t address, const Block& b) {
   } else if (b.device >= 0) {
     g_device_physical[b.device] -= b.bytes;
   }
-  if (b.kind == BlockKind::kManaged || b.kind == BlockKind::kHost) munmap(reinterpret_cast<void*>(address), b.bytes);
+  if (b.kind == BlockKind::kManaged || b.kind == BlockKind::kHost) {
+    munmap(reinterpret_cast<void*>(address), b.bytes);
+  } else if (b.kind != BlockKind::kV1) {
+    g_free_addresses[round_up(b.bytes, 512)].push_back(address);
+  }
   live_shrink(b.bytes);
 }
 
