@@ -14,6 +14,9 @@ Ranges follow the design's convention (forward/layer.<i>, recompute/layer.<i>,
 backward/layer.<i>, head/<name>, optimizer/step, optimizer/zero_grad, wave) and
 go through NVTX when CUDA is available, the peakscope C API otherwise, and
 nowhere (with one warning) when neither is there. See docs/python.md.
+
+On a GPU, `peakscope.use_pluggable_allocator()` (first thing in the script)
+makes every tensor's lifetime visible to the recorder; docs/cuda.md.
 """
 
 from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBackend,
@@ -21,10 +24,11 @@ from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBa
 from peakscope.ranges import flush, mark, pop, push, range, wave, wave_payload
 from peakscope.annotate import (Annotation, OptimizerAnnotation, annotate, annotate_optimizer,
                                 in_backward, wrap)
+from peakscope.cuda import preload_library_path, use_pluggable_allocator
 
 __all__ = [
     "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "NoopBackend", "NvtxBackend",
     "OptimizerAnnotation", "RecordingBackend", "annotate", "annotate_optimizer", "flush",
-    "get_backend", "in_backward", "mark", "pop", "push", "range", "set_backend", "wave",
-    "wave_payload", "wrap",
+    "get_backend", "in_backward", "mark", "pop", "push", "preload_library_path", "range",
+    "set_backend", "use_pluggable_allocator", "wave", "wave_payload", "wrap",
 ]
