@@ -220,7 +220,12 @@ bool thread_alive(int32_t tid) {
 // Copies a buffer's published events into the drained area; returns the
 // watermark bound this buffer allows.
 uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t* runs) {
-  const bool busy = b->busy.load(std::memory_order_seq_cst) != 0;
+  // Whether the thread has exited must be known before head is read: a thread
+  // alive at the read could publish more events and exit before a later check,
+  // and freeing its buffer then would lose them. A dead thread publishes nothing.
+  const bool exited = !thread_alive(b->os_tid.load(std::memory_order_relaxed));
+  // A thread that died inside a record will never publish it: not busy.
+  const bool busy = b->busy.load(std::memory_order_seq_cst) != 0 && !exited;
   const uint64_t head = b->head.load(std::memory_order_acquire);
   const uint64_t tail = b->tail.load(std::memory_order_relaxed);
   const uint64_t n = std::min<uint64_t>(head - tail, kStagingEvents - *drained);
@@ -234,7 +239,7 @@ uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t
   }
   const bool complete = tail + n == head;
   if (!complete || busy) return b->floor_seq + 1;
-  if (!thread_alive(b->os_tid.load(std::memory_order_relaxed))) {
+  if (exited) {
     // Its thread exited and everything it recorded is out: the buffer can be reused.
     b->announced = false;
     b->floor_seq = global_seq;

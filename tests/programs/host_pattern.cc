@@ -8,6 +8,8 @@
 //   host_pattern abort BLOCKS BYTES       allocate, then abort()
 //   host_pattern realloc                  posix_memalign 100000, realloc to 300000, free; one small block
 //   host_pattern exit CODE                exit with CODE
+//   host_pattern churn WAVES THREADS PAIRS  WAVES times: start THREADS threads that
+//                                           each make PAIRS pairs and exit at once
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,11 @@ int pairs(int threads, long count, size_t bytes) {
     });
   }
   for (auto& w : workers) w.join();
+  return 0;
+}
+
+int churn(int waves, int threads, long count) {
+  for (int w = 0; w < waves; ++w) pairs(threads, count, 4096);
   return 0;
 }
 
@@ -129,6 +136,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 3 && !strcmp(argv[1], "exit")) return atoi(argv[2]);
+  if (argc >= 5 && !strcmp(argv[1], "churn")) return churn(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
   if (argc >= 4 && !strcmp(argv[1], "abort")) {
     for (int i = 0; i < atoi(argv[2]); ++i) aligned_block(strtoull(argv[3], nullptr, 10));
     abort();

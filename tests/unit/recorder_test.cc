@@ -117,6 +117,23 @@ TEST(Recorder, SixteenThreadsLoseNothing) {
   EXPECT_GE(r.peak, 4096u);
 }
 
+// Threads that fill a small ring, publish a last partial ring and exit at once,
+// in waves so that buffers are handed from dead threads to new ones. A writer
+// that frees a buffer after reading its head but before learning its thread
+// died loses that last partial ring (this test caught that).
+TEST(Recorder, ShortLivedThreadsLoseNothing) {
+  Scratch s;
+  constexpr int kWaves = 12, kThreads = 8, kPairs = 3000;
+  ASSERT_EQ(record(s.path("t.pstrace"), "churn 12 8 3000", "PEAKSCOPE_BUFFER_EVENTS=256"), 0);
+  LoadedTrace t = load_trace(s.path("t.pstrace"));
+  Replay r = replay(t);
+  EXPECT_EQ(t.meta.dropped_total(), 0u);
+  EXPECT_EQ(t.events.size(), 2u * kWaves * kThreads * kPairs);
+  EXPECT_TRUE(r.contiguous);
+  EXPECT_EQ(r.live, 0u);
+  EXPECT_LE(r.per_thread.size(), static_cast<size_t>(kWaves * kThreads));
+}
+
 TEST(Recorder, ReallocOfATrackedBlockIsAFreeThenAnAlloc) {
   Scratch s;
   ASSERT_EQ(record(s.path("t.pstrace"), "realloc"), 0);
