@@ -9,8 +9,6 @@ namespace {
 }
 }  // namespace
 
-int cmd_export(int, char**) { not_yet("export"); }
-int cmd_import(int, char**) { not_yet("import"); }
 int cmd_calibrate(int, char**) { not_yet("calibrate"); }
 int cmd_check(int, char**) { not_yet("check"); }
 
