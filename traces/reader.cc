@@ -192,11 +192,8 @@ class ChunkDecoder {
   std::string error_;
 };
 
-FileHeader read_header(const File& file, const std::string& path, uint64_t file_bytes) {
+FileHeader read_header(const File& file, const std::string& path) {
   FileHeader h{};
-  if (file_bytes < sizeof(FileHeader) && file_bytes >= sizeof h.magic) {
-    // Fall through to the magic check first: a short non-trace says so.
-  }
   size_t got = file.read_at(0, &h, sizeof h);
   if (got < sizeof h.magic || std::memcmp(h.magic, format::kMagic, sizeof h.magic) != 0)
     throw TraceError(path, 0, "not a peakscope trace (bad magic)");
@@ -231,7 +228,7 @@ ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
   status.file_bytes = file.size();
   TraceMeta meta;
   meta.path = path;
-  meta.header = read_header(file, path, status.file_bytes);
+  meta.header = read_header(file, path);
   visitor.on_begin(meta);
 
   uint64_t offset = meta.header.header_bytes;
@@ -266,6 +263,9 @@ ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
       break;
     }
     events.clear();
+    // Every record could be an event (at least 2 bytes each): one reservation,
+    // no growth while decoding, and a forged count cannot inflate it.
+    events.reserve(std::min<size_t>(h.record_count, h.payload_bytes / 2));
     std::string error = decoder.decode(payload.data(), payload.data() + payload.size(), meta, events);
     if (!error.empty()) {
       stop(ReadStatus::State::kCorrupt, "undecodable chunk (" + error + ")");
