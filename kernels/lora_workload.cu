@@ -112,12 +112,14 @@ struct Options {
   std::string alloc = "malloc";   // malloc | async
   std::string annotate = "nvtx";  // nvtx | psc | none
   bool gradcheck = false, check = false;
+  bool meminfo = false;  // sample cudaMemGetInfo after every allocation
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "lora_workload: %s\nusage: lora_workload [--tokens T] [--dim D] [--rank R] [--layers L] [--steps S]\n"
-               "  [--device cuda|cpu] [--alloc malloc|async] [--annotate nvtx|psc|none] [--gradcheck] [--check]\n",
+               "  [--device cuda|cpu] [--alloc malloc|async] [--annotate nvtx|psc|none] [--gradcheck] [--check]\n"
+               "  [--meminfo]\n",
                why);
   std::exit(2);
 }
@@ -153,6 +155,8 @@ Options parse(int argc, char** argv) {
       o.annotate = value();
     else if (a == "--gradcheck")
       o.gradcheck = true;
+    else if (a == "--meminfo")
+      o.meminfo = true;
     else if (a == "--check")
       o.check = true;
     else
@@ -211,10 +215,11 @@ class Annotations {
 
 class Device {
  public:
-  explicit Device(const Options& o) : cpu_(o.device == "cpu"), async_(o.alloc == "async") {
+  explicit Device(const Options& o) : cpu_(o.device == "cpu"), async_(o.alloc == "async"), meminfo_(o.meminfo) {
     if (!cpu_) {
       CUDA_OK(cudaSetDevice(0));
       CUDA_OK(cudaStreamCreate(&stream_));
+      if (meminfo_) baseline_used_ = device_used();
     }
   }
   ~Device() {
@@ -236,6 +241,11 @@ class Device {
     live_ += bytes;
     peak_ = live_ > peak_ ? live_ : peak_;
     ++allocations_;
+    if (meminfo_ && !cpu_) {
+      synchronize();  // stream-ordered allocations are made by the time the stream gets there
+      const uint64_t used = device_used();
+      used_peak_ = used > used_peak_ ? used : used_peak_;
+    }
     sizes_[p] = bytes;
     return static_cast<float*>(p);
   }
@@ -296,6 +306,8 @@ class Device {
   uint64_t live_bytes() const { return live_; }
   uint64_t launches() const { return launches_; }
   uint64_t allocations() const { return allocations_; }
+  // What cudaMemGetInfo saw at most above the level after context creation (--meminfo).
+  uint64_t device_used_peak() const { return used_peak_ > baseline_used_ ? used_peak_ - baseline_used_ : 0; }
 
  private:
   static constexpr int kThreads = 256;
@@ -307,6 +319,14 @@ class Device {
 
   bool cpu_, async_;
   cudaStream_t stream_ = nullptr;
+  uint64_t device_used() {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_OK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return total_bytes - free_bytes;
+  }
+
+  bool meminfo_;
+  uint64_t baseline_used_ = 0, used_peak_ = 0;
   uint64_t live_ = 0, peak_ = 0, launches_ = 0, allocations_ = 0;
   std::unordered_map<void*, size_t> sizes_;
 };
@@ -525,6 +545,7 @@ int main(int argc, char** argv) {
   std::printf("workload_live_bytes_at_exit %llu\n", static_cast<unsigned long long>(dev.live_bytes()));
   std::printf("kernel_launches %llu\n", static_cast<unsigned long long>(dev.launches()));
   std::printf("allocations %llu\n", static_cast<unsigned long long>(dev.allocations()));
+  if (o.meminfo) std::printf("device_used_peak_bytes %llu\n", static_cast<unsigned long long>(dev.device_used_peak()));
   if (o.check && !dev.cpu()) {
     // The same run on the host: the GPU's losses must agree.
     Options host = o;
