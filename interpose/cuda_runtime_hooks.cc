@@ -26,29 +26,35 @@ std::atomic<void*> g_runtime_real[kRuntimeFnCount];
 
 namespace {
 
+constexpr size_t kPathMax = 4096;
+
 const char* const kRuntimeNames[kRuntimeFnCount] = {
 #define PSC_RUNTIME_NAME(id, name, wrapped) name,
     PSC_RUNTIME_FUNCTIONS(PSC_RUNTIME_NAME)
 #undef PSC_RUNTIME_NAME
 };
 
-struct RuntimeSearch {
-  const char* symbol;
-  void* found;
-};
-
-// dl_iterate_phdr visits every loaded object, local ones included.
-int find_in_loaded_runtime(dl_phdr_info* info, size_t, void* data) {
-  auto* search = static_cast<RuntimeSearch*>(data);
+// The first loaded libcudart's path. dl_iterate_phdr holds a loader lock
+// while it calls us, so this only copies the name; dlopen comes after.
+int find_loaded_runtime(dl_phdr_info* info, size_t, void* data) {
   const char* name = info->dlpi_name;
   if (!name || !strstr(name, "libcudart.so")) return 0;
-  void* handle = dlopen(name, RTLD_NOLOAD | RTLD_LAZY);
+  char* out = static_cast<char*>(data);
+  size_t n = 0;
+  for (; name[n] && n < kPathMax - 1; ++n) out[n] = name[n];
+  out[n] = 0;
+  return 1;
+}
+
+void* find_in_loaded_runtime(const char* symbol) {
+  char path[kPathMax] = {};
+  if (!dl_iterate_phdr(find_loaded_runtime, path)) return nullptr;
+  void* handle = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
   if (!handle) {
     dlerror();
-    return 0;
+    return nullptr;
   }
-  search->found = real_dlsym()(handle, search->symbol);
-  return search->found ? 1 : 0;
+  return real_dlsym()(handle, symbol);
 }
 
 }  // namespace
@@ -56,11 +62,7 @@ int find_in_loaded_runtime(dl_phdr_info* info, size_t, void* data) {
 void* runtime_real_slow(RuntimeFn fn) {
   const int i = static_cast<int>(fn);
   void* p = real_dlsym()(RTLD_NEXT, kRuntimeNames[i]);
-  if (!p) {
-    RuntimeSearch search{kRuntimeNames[i], nullptr};
-    dl_iterate_phdr(find_in_loaded_runtime, &search);
-    p = search.found;
-  }
+  if (!p) p = find_in_loaded_runtime(kRuntimeNames[i]);
   if (!p) return nullptr;
   void* expected = nullptr;
   g_runtime_real[i].compare_exchange_strong(expected, p, std::memory_order_acq_rel);

@@ -33,6 +33,7 @@ using SetDeviceFn = cudaError_t (*)(int);
 void keep_freed_memory(int device) {
   if (device < 0 || device >= kMaxDevices) return;
   const uint64_t bit = 1ull << device;
+  if (g_pool_configured.load(std::memory_order_relaxed) & bit) return;  // every call but the first: a read
   if (g_pool_configured.fetch_or(bit, std::memory_order_relaxed) & bit) return;
   using GetPoolFn = cudaError_t (*)(cudaMemPool_t*, int);
   using SetAttributeFn = cudaError_t (*)(cudaMemPool_t, cudaMemPoolAttr, void*);

@@ -28,7 +28,16 @@ $(CUDA_CLIENT_DIR)/libnext_probe.so: tests/cuda/next_probe.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ -ldl
 
-CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/libnext_probe.so
+# A runtime user opened with RTLD_LOCAL (runtime lookup outside the global scope).
+$(CUDA_CLIENT_DIR)/liblocal_runtime.so: tests/cuda/local_runtime.cc $(FAKE_CUDART)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ $(FAKE_CUDART)
+
+$(CUDA_CLIENT_DIR)/local_client: tests/cuda/local_client.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ -ldl
+
+CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/libnext_probe.so $(CUDA_CLIENT_DIR)/liblocal_runtime.so $(CUDA_CLIENT_DIR)/local_client
 ALL_EXTRA  += $(CUDA_CLIENTS)
 TEST_EXTRA += $(CUDA_CLIENTS)
 

@@ -98,6 +98,20 @@ TEST(CudaRuntime, TheDoublesSeeTheSameCallsWithoutTheRecorder) {
   EXPECT_EQ(number(run.driver, "bad_frees"), 0u);
 }
 
+TEST(CudaRuntime, ARuntimeLoadedPrivatelyIsFoundAndForwardedTo) {
+  Scratch s;
+  ClientRun run = run_client(s, client("local_client") + " " + client("liblocal_runtime.so") + " 987654");
+  ASSERT_CLIENT_RAN(run);
+  EXPECT_EQ(number(run.output, "runtime_in_global_scope"), 0u)
+      << "the scenario needs the runtime out of RTLD_NEXT's reach";
+  std::vector<Event> mallocs = select(run.trace, EventKind::kAlloc, Api::kCudaMalloc);
+  ASSERT_EQ(mallocs.size(), 1u);
+  EXPECT_EQ(mallocs[0].bytes, 987654u);
+  EXPECT_EQ(select(run.trace, EventKind::kFree, Api::kCudaFree).size(), 1u);
+  EXPECT_EQ(number(run.runtime, "cudaMalloc.calls"), 1u);
+  EXPECT_EQ(replay(run.trace).peak, number(run.driver, "peak_bytes"));
+}
+
 TEST(CudaRuntime, AFailedAllocationIsFlaggedAndHoldsNothing) {
   Scratch s;
   ClientRun run = run_client(s, client("cudart_client") + " oom", "FAKE_CUDA_DEVICE_BYTES=1000000");
