@@ -21,11 +21,6 @@ int16_t device_of_location(const CUmemLocation& location) {
   return location.type == CU_MEM_LOCATION_TYPE_DEVICE ? static_cast<int16_t>(location.id) : int16_t{-1};
 }
 
-uint64_t stream_value(CUstream stream, bool per_thread) {
-  const uint64_t s = reinterpret_cast<uint64_t>(stream);
-  return (per_thread && s == 0) ? kPerThreadStream : s;
-}
-
 void after_alloc(const Guard& guard, CUresult r, Api api, MemoryKind memory, uint64_t address, uint64_t bytes,
                  int16_t device, uint64_t stream) {
   const AllocRecord record{api, memory, address, bytes, device, stream};
@@ -46,7 +41,7 @@ CUresult alloc_async(DriverFn fn, bool per_thread, CUdeviceptr* out, size_t byte
   const CUresult r = real(out, bytes, stream);
   const int16_t device = driver_device();
   after_alloc(guard, r, Api::kCuMemAllocAsync, MemoryKind::kPool, out ? *out : 0, bytes, device,
-              stream_value(stream, per_thread));
+              recorded_stream(stream, per_thread));
   if (r == CUDA_SUCCESS) note_pool_use(device, 0);
   return r;
 }
@@ -61,7 +56,7 @@ CUresult alloc_from_pool(DriverFn fn, bool per_thread, CUdeviceptr* out, size_t 
   const CUresult r = real(out, bytes, pool, stream);
   const int16_t device = driver_device();
   after_alloc(guard, r, Api::kCuMemAllocFromPoolAsync, MemoryKind::kPool, out ? *out : 0, bytes, device,
-              stream_value(stream, per_thread));
+              recorded_stream(stream, per_thread));
   if (r == CUDA_SUCCESS) note_pool_use(device, reinterpret_cast<uint64_t>(pool));
   return r;
 }
@@ -72,7 +67,8 @@ CUresult free_async(DriverFn fn, bool per_thread, CUdeviceptr address, CUstream 
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!address || !rt::enabled()) return real(address, stream);
   Guard guard;
-  record_free(guard, Api::kCuMemFreeAsync, MemoryKind::kPool, address, stream_value(stream, per_thread), driver_device);
+  record_free(guard, Api::kCuMemFreeAsync, MemoryKind::kPool, address, recorded_stream(stream, per_thread),
+              driver_device);
   return real(address, stream);
 }
 

@@ -145,8 +145,13 @@ using DeviceQuery = int16_t (*)();
 int16_t runtime_device();
 int16_t driver_device();
 
-// The per-thread default stream, recorded for _ptsz calls on stream 0.
+// The per-thread default stream (cudaStreamPerThread, CU_STREAM_PER_THREAD),
+// recorded for _ptsz calls on stream 0: the stream the call actually used.
 constexpr uint64_t kPerThreadStream = 2;
+inline uint64_t recorded_stream(const void* stream, bool per_thread) {
+  const uint64_t s = reinterpret_cast<uint64_t>(stream);
+  return (per_thread && s == 0) ? kPerThreadStream : s;
+}
 
 struct AllocRecord {
   Api api;

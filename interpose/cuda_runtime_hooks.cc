@@ -80,11 +80,6 @@ using Guard = psc::rt::HookGuard;
 
 namespace {
 
-uint64_t stream_value(cudaStream_t stream, bool per_thread) {
-  const uint64_t s = reinterpret_cast<uint64_t>(stream);
-  return (per_thread && s == 0) ? kPerThreadStream : s;
-}
-
 void after_alloc(const Guard& guard, cudaError_t r, Api api, MemoryKind memory, void* address, uint64_t bytes,
                  int16_t device, uint64_t stream) {
   const AllocRecord record{api, memory, reinterpret_cast<uint64_t>(address), bytes, device, stream};
@@ -104,7 +99,7 @@ cudaError_t malloc_async(RuntimeFn fn, bool per_thread, void** out, size_t bytes
   const cudaError_t r = real(out, bytes, stream);
   const int16_t device = runtime_device();
   after_alloc(guard, r, Api::kCudaMallocAsync, MemoryKind::kPool, out ? *out : nullptr, bytes, device,
-              stream_value(stream, per_thread));
+              recorded_stream(stream, per_thread));
   if (r == cudaSuccess) note_pool_use(device, 0);
   return r;
 }
@@ -119,7 +114,7 @@ cudaError_t malloc_from_pool(RuntimeFn fn, bool per_thread, void** out, size_t b
   const cudaError_t r = real(out, bytes, pool, stream);
   const int16_t device = runtime_device();
   after_alloc(guard, r, Api::kCudaMallocFromPoolAsync, MemoryKind::kPool, out ? *out : nullptr, bytes, device,
-              stream_value(stream, per_thread));
+              recorded_stream(stream, per_thread));
   if (r == cudaSuccess) note_pool_use(device, reinterpret_cast<uint64_t>(pool));
   return r;
 }
@@ -131,7 +126,7 @@ cudaError_t free_async(RuntimeFn fn, bool per_thread, void* address, cudaStream_
   if (!address || !psc::rt::enabled()) return real(address, stream);
   Guard guard;
   record_free(guard, Api::kCudaFreeAsync, MemoryKind::kPool, reinterpret_cast<uint64_t>(address),
-              stream_value(stream, per_thread), runtime_device);
+              recorded_stream(stream, per_thread), runtime_device);
   return real(address, stream);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 // Exits with the failing expression when a CUDA call does not succeed.
 #define CLIENT_CHECK(call)                                                             \
@@ -36,6 +37,17 @@ inline void range_push(const char* name) {
 inline void range_pop() {
   static auto fn = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "psc_range_pop"));
   if (fn) fn();
+}
+
+// "object symbol" of a function pointer: the library it lives in and the
+// exported name at exactly that address ("-" for none, "null -" for nullptr).
+inline std::string describe(void* fn) {
+  if (!fn) return "null -";
+  Dl_info info{};
+  if (!dladdr(fn, &info) || !info.dli_fname) return "? -";
+  std::string object = info.dli_fname;
+  object = object.substr(object.find_last_of('/') + 1);
+  return object + " " + ((info.dli_sname && info.dli_saddr == fn) ? info.dli_sname : "-");
 }
 
 inline void print(const char* key, unsigned long long value) { std::printf("%s %llu\n", key, value); }

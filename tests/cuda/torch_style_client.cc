@@ -114,20 +114,8 @@ int pluggable(const char* library) {
   return 0;
 }
 
-// "object symbol" of a function pointer: which library it lives in and the
-// exported name at exactly that address ("-" for none, "null" for nullptr).
-std::string describe(void* fn) {
-  if (!fn) return "null -";
-  Dl_info info{};
-  if (!dladdr(fn, &info) || !info.dli_fname) return "? -";
-  std::string object = info.dli_fname;
-  object = object.substr(object.find_last_of('/') + 1);
-  const bool exact = info.dli_sname && info.dli_saddr == fn;
-  return object + " " + (exact ? info.dli_sname : "-");
-}
-
 void print_lookup(const char* key, cudaError_t r, void* fn, cudaDriverEntryPointQueryResult status) {
-  std::printf("%s %d %d %s\n", key, static_cast<int>(r), static_cast<int>(status), describe(fn).c_str());
+  std::printf("%s %d %d %s\n", key, static_cast<int>(r), static_cast<int>(status), client::describe(fn).c_str());
 }
 
 // Each answer is printed as "key rc status object symbol".
@@ -161,7 +149,7 @@ int lookups() {
   CUdriverProcAddressQueryResult driver_status;
   const CUresult dr = reinterpret_cast<GetProc>(fn)("cuMemFree", &free_fn, 13000, 0, &driver_status);
   std::printf("free_via_lookup %d %d %s\n", static_cast<int>(dr), static_cast<int>(driver_status),
-              describe(free_fn).c_str());
+              client::describe(free_fn).c_str());
   return 0;
 }
 

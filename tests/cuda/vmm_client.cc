@@ -90,22 +90,13 @@ int direct() {
   return 0;
 }
 
-std::string describe(void* fn) {
-  if (!fn) return "null -";
-  Dl_info info{};
-  if (!dladdr(fn, &info) || !info.dli_fname) return "? -";
-  std::string object = info.dli_fname;
-  object = object.substr(object.find_last_of('/') + 1);
-  return object + " " + ((info.dli_sname && info.dli_saddr == fn) ? info.dli_sname : "-");
-}
-
 // Prints "key rc status object symbol" for a lookup of `symbol`.
 void* lookup(const char* key, const char* symbol, int version, cuuint64_t flags) {
   void* fn = &fn;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
   const CUresult r = cuGetProcAddress(symbol, &fn, version, flags, &status);  // cuGetProcAddress_v2
   std::printf("%s %d %d %s\n", key, static_cast<int>(r), static_cast<int>(status),
-              r == CUDA_SUCCESS ? describe(fn).c_str() : "untouched -");
+              r == CUDA_SUCCESS ? client::describe(fn).c_str() : "untouched -");
   return r == CUDA_SUCCESS ? fn : nullptr;
 }
 
@@ -127,7 +118,7 @@ int lookups() {
       lookup("get_proc_v1", "cuGetProcAddress", 11030, 0));
   void* via_v1 = nullptr;
   CLIENT_CHECK(get_proc_v1("cuMemAllocManaged", &via_v1, 13000, 0));
-  std::printf("managed_via_v1 0 0 %s\n", describe(via_v1).c_str());
+  std::printf("managed_via_v1 0 0 %s\n", client::describe(via_v1).c_str());
   CLIENT_EXPECT(alloc_v2 && free_v2 && alloc_v1 && free_v1 && async_ptsz && free_async_ptsz);
 
   CUdeviceptr p;
