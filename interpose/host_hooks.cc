@@ -68,8 +68,8 @@ void track(void* p, size_t size, Api api) {
     rt::count_drop(format::DropReason::kAddressTable);
     return;
   }
-  rt::record_memory({EventKind::kAlloc, reinterpret_cast<uint64_t>(p), size, MemoryKind::kHost, api, -1, 0,
-                     guard.nested_flag()});
+  rt::record_memory(
+      {EventKind::kAlloc, reinterpret_cast<uint64_t>(p), size, MemoryKind::kHost, api, -1, 0, guard.nested_flag()});
 }
 
 // Records the free of a tracked block (before the real free); returns its size or 0.
@@ -78,8 +78,8 @@ uint64_t untrack(void* p, Api api) {
   const uint64_t bytes = g_blocks.remove(reinterpret_cast<uint64_t>(p));
   if (bytes) {
     rt::HookGuard guard;
-    rt::record_memory({EventKind::kFree, reinterpret_cast<uint64_t>(p), bytes, MemoryKind::kHost, api, -1, 0,
-                       guard.nested_flag()});
+    rt::record_memory(
+        {EventKind::kFree, reinterpret_cast<uint64_t>(p), bytes, MemoryKind::kHost, api, -1, 0, guard.nested_flag()});
   }
   return bytes;
 }

@@ -23,17 +23,17 @@ enum class BufferState : uint32_t { kFree = 0, kActive = 1, kClaimed = 2 };
 
 struct alignas(64) ThreadBuffer {
   // Producer-owned line.
-  std::atomic<uint64_t> head{0};      // events published (monotonic count)
-  uint64_t cached_tail = 0;           // producer's last view of tail
+  std::atomic<uint64_t> head{0};  // events published (monotonic count)
+  uint64_t cached_tail = 0;       // producer's last view of tail
   std::atomic<uint32_t> busy{0};
-  uint32_t index = 0;                 // thread index in the trace
+  uint32_t index = 0;  // thread index in the trace
   Event* slots = nullptr;
-  uint32_t mask = 0;                  // capacity - 1
+  uint32_t mask = 0;  // capacity - 1
 
   // Writer-owned line.
   alignas(64) std::atomic<uint64_t> tail{0};  // events consumed
-  uint64_t floor_seq = 0;             // no future event of this thread has seq <= floor_seq
-  bool announced = false;             // THREAD record written for the current owner
+  uint64_t floor_seq = 0;                     // no future event of this thread has seq <= floor_seq
+  bool announced = false;                     // THREAD record written for the current owner
 
   // Ownership, shared.
   alignas(64) std::atomic<uint32_t> state{0};  // BufferState

@@ -10,19 +10,19 @@ namespace psc::rt {
 enum class ForkPolicy : uint8_t { kFollow, kStop };
 
 struct Config {
-  char output[4096];          // PEAKSCOPE_OUTPUT: trace path ("" = default name in cwd)
-  uint32_t primary_pid;       // PEAKSCOPE_PRIMARY_PID: this pid writes exactly `output`
-  bool host_mode;             // PEAKSCOPE_HOST=1: record host aligned allocations
-  uint64_t host_min_bytes;    // PEAKSCOPE_HOST_MIN_BYTES (default 4096)
-  bool reserved_level;        // PEAKSCOPE_LEVEL=reserved
-  uint32_t buffer_events;     // PEAKSCOPE_BUFFER_EVENTS per thread (power of two, default 16384)
-  uint32_t flush_ms;          // PEAKSCOPE_FLUSH_MS (default 50, at most 100)
-  uint32_t max_wait_ms;       // PEAKSCOPE_MAX_WAIT_MS a full buffer may block a thread (default 10000)
-  ForkPolicy fork_policy;     // PEAKSCOPE_FORK=follow|stop
-  bool disabled;              // PEAKSCOPE_DISABLE=1
-  bool quiet;                 // PEAKSCOPE_QUIET=1: no messages on stderr
-  int32_t rank;               // RANK (-1 unset)
-  int32_t local_rank;         // LOCAL_RANK (-1 unset)
+  char output[4096];        // PEAKSCOPE_OUTPUT: trace path ("" = default name in cwd)
+  uint32_t primary_pid;     // PEAKSCOPE_PRIMARY_PID: this pid writes exactly `output`
+  bool host_mode;           // PEAKSCOPE_HOST=1: record host aligned allocations
+  uint64_t host_min_bytes;  // PEAKSCOPE_HOST_MIN_BYTES (default 4096)
+  bool reserved_level;      // PEAKSCOPE_LEVEL=reserved
+  uint32_t buffer_events;   // PEAKSCOPE_BUFFER_EVENTS per thread (power of two, default 16384)
+  uint32_t flush_ms;        // PEAKSCOPE_FLUSH_MS (default 50, at most 100)
+  uint32_t max_wait_ms;     // PEAKSCOPE_MAX_WAIT_MS a full buffer may block a thread (default 10000)
+  ForkPolicy fork_policy;   // PEAKSCOPE_FORK=follow|stop
+  bool disabled;            // PEAKSCOPE_DISABLE=1
+  bool quiet;               // PEAKSCOPE_QUIET=1: no messages on stderr
+  int32_t rank;             // RANK (-1 unset)
+  int32_t local_rank;       // LOCAL_RANK (-1 unset)
 };
 
 // Valid after load_config(); zero before.

@@ -10,16 +10,16 @@ namespace psc {
 
 // What happened. Values are part of the file format (v1): append only.
 enum class EventKind : uint8_t {
-  kAlloc = 1,        // address, bytes: memory became live
-  kFree = 2,         // address, bytes (0 when the hook cannot know): recorded before the real free
-  kRangePush = 3,    // name: a range opened on this thread
-  kRangePop = 4,     // name of the range closed (0 when unknown)
-  kMark = 5,         // name, payload: an instant with optional JSON payload
-  kRangeStart = 6,   // address = range id, name: a process-wide range (NVTX start/end)
-  kRangeEnd = 7,     // address = range id
-  kCounter = 8,      // name, bytes = sampled value (pool reserved bytes, device used bytes)
-  kMap = 9,          // address, bytes: VMM mapping of physical memory to an address
-  kUnmap = 10,       // address, bytes
+  kAlloc = 1,       // address, bytes: memory became live
+  kFree = 2,        // address, bytes (0 when the hook cannot know): recorded before the real free
+  kRangePush = 3,   // name: a range opened on this thread
+  kRangePop = 4,    // name of the range closed (0 when unknown)
+  kMark = 5,        // name, payload: an instant with optional JSON payload
+  kRangeStart = 6,  // address = range id, name: a process-wide range (NVTX start/end)
+  kRangeEnd = 7,    // address = range id
+  kCounter = 8,     // name, bytes = sampled value (pool reserved bytes, device used bytes)
+  kMap = 9,         // address, bytes: VMM mapping of physical memory to an address
+  kUnmap = 10,      // address, bytes
 };
 constexpr uint8_t kMaxEventKind = 10;
 
@@ -76,9 +76,9 @@ enum class Api : uint8_t {
 
 // Bits of Event::flags. Part of the file format.
 enum EventFlag : uint8_t {
-  kFlagNested = 1u << 0,     // made inside another hooked call: count the outer one only
-  kFlagReserved = 1u << 1,   // reserved level (segments) rather than allocated (tensors)
-  kFlagFailed = 1u << 2,     // the real call failed; no memory changed hands
+  kFlagNested = 1u << 0,    // made inside another hooked call: count the outer one only
+  kFlagReserved = 1u << 1,  // reserved level (segments) rather than allocated (tensors)
+  kFlagFailed = 1u << 2,    // the real call failed; no memory changed hands
 };
 
 // Strong type for interned string ids: 0 means "none".
@@ -90,26 +90,24 @@ struct StringId {
 
 // One recorded event. 64 bytes, one cache line.
 struct Event {
-  uint64_t seq;       // global order across threads, from one atomic counter
-  uint64_t time_ns;   // CLOCK_MONOTONIC
-  uint64_t address;   // memory address, or range id for start/end
-  uint64_t bytes;     // size, or the counter's value
-  uint64_t stream;    // CUDA stream handle, 0 for none
-  uint32_t thread;    // recorder's small thread index (see the THREAD record)
-  StringId range;     // innermost range open on this thread when the event was made
-  StringId name;      // range / mark / counter name
-  StringId payload;   // mark payload (JSON), 0 for none
-  int16_t device;     // CUDA device ordinal, -1 for host
+  uint64_t seq;      // global order across threads, from one atomic counter
+  uint64_t time_ns;  // CLOCK_MONOTONIC
+  uint64_t address;  // memory address, or range id for start/end
+  uint64_t bytes;    // size, or the counter's value
+  uint64_t stream;   // CUDA stream handle, 0 for none
+  uint32_t thread;   // recorder's small thread index (see the THREAD record)
+  StringId range;    // innermost range open on this thread when the event was made
+  StringId name;     // range / mark / counter name
+  StringId payload;  // mark payload (JSON), 0 for none
+  int16_t device;    // CUDA device ordinal, -1 for host
   EventKind kind;
   MemoryKind memory;
   Api api;
-  uint8_t flags;      // EventFlag bits
+  uint8_t flags;  // EventFlag bits
   uint8_t reserved[2];
 };
 static_assert(sizeof(Event) == 64, "Event is one cache line; the file format encodes its fields");
 
-constexpr bool is_memory_event(EventKind k) {
-  return k == EventKind::kAlloc || k == EventKind::kFree;
-}
+constexpr bool is_memory_event(EventKind k) { return k == EventKind::kAlloc || k == EventKind::kFree; }
 
 }  // namespace psc

@@ -49,7 +49,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
     return;
   }
   writer_flush(kSignalFlushNs);
-  struct sigaction dfl{};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
@@ -58,7 +58,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
 
 void install_signal_handlers() {
   for (int sig : kFatalSignals) {
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_sigaction = on_fatal_signal;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&action.sa_mask);

@@ -56,7 +56,8 @@ PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
   for (;;) {
     b->cached_tail = b->tail.load(std::memory_order_acquire);
     if (head - b->cached_tail <= b->mask) return true;
-    if (on_writer_thread() || g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording)) break;
+    if (on_writer_thread() || g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording))
+      break;
     writer_nudge();
     if (sys::monotonic_ns() > deadline) break;
     sys::sleep_ns(pause_ns);

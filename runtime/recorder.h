@@ -37,14 +37,14 @@ class HookGuard {
 bool enabled();
 
 struct MemoryRecord {
-  EventKind kind;       // kAlloc, kFree, kMap, kUnmap
+  EventKind kind;  // kAlloc, kFree, kMap, kUnmap
   uint64_t address;
-  uint64_t bytes;       // 0 on a free when the hook cannot know the size
+  uint64_t bytes;  // 0 on a free when the hook cannot know the size
   MemoryKind memory;
   Api api;
   int16_t device = -1;
   uint64_t stream = 0;
-  uint8_t flags = 0;    // EventFlag
+  uint8_t flags = 0;  // EventFlag
 };
 
 // An allocation is recorded after the real call returns; a free before the

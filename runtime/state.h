@@ -14,18 +14,18 @@ constexpr int kMaxRangeDepth = 64;
 enum class Phase : uint32_t {
   kUninitialised = 0,
   kRecording = 1,
-  kStopped = 2,   // after the final flush, or disabled (config, fork policy)
+  kStopped = 2,  // after the final flush, or disabled (config, fork policy)
 };
 extern std::atomic<uint32_t> g_phase;
 
 // Starts at all-zero (static TLS, initial-exec model): first use never allocates.
 struct ThreadState {
   ThreadBuffer* buffer;
-  int32_t guard_depth;    // HookGuard nesting
-  int32_t range_depth;    // may exceed kMaxRangeDepth; deeper names are not kept
+  int32_t guard_depth;  // HookGuard nesting
+  int32_t range_depth;  // may exceed kMaxRangeDepth; deeper names are not kept
   uint32_t ranges[kMaxRangeDepth];
   int32_t os_tid;
-  bool internal;          // the writer thread, or the recorder's own slow paths: never record
+  bool internal;  // the writer thread, or the recorder's own slow paths: never record
 };
 extern __thread ThreadState t_state;
 

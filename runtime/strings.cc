@@ -9,18 +9,18 @@
 namespace psc::rt {
 namespace {
 
-constexpr uint32_t kSlots = 1u << 16;         // open-addressing table
-constexpr uint32_t kMaxIds = kSlots / 2;      // keep the table at most half full
-constexpr size_t kArenaBytes = 32u << 20;     // text storage, touched lazily
-constexpr size_t kMaxText = 64u << 10;        // longer payloads are cut
+constexpr uint32_t kSlots = 1u << 16;      // open-addressing table
+constexpr uint32_t kMaxIds = kSlots / 2;   // keep the table at most half full
+constexpr size_t kArenaBytes = 32u << 20;  // text storage, touched lazily
+constexpr size_t kMaxText = 64u << 10;     // longer payloads are cut
 constexpr uint32_t kClaimed = UINT32_MAX;
-constexpr int kClaimSpinLimit = 1 << 20;      // a slot claimed by a thread that died (fork) is skipped
+constexpr int kClaimSpinLimit = 1 << 20;  // a slot claimed by a thread that died (fork) is skipped
 
 struct Slot {
   std::atomic<uint32_t> id;  // 0 empty, kClaimed while being filled, else the id
   uint32_t length;
   uint64_t hash;
-  uint64_t offset;           // into the arena
+  uint64_t offset;  // into the arena
 };
 
 Slot* g_slots = nullptr;

@@ -46,9 +46,9 @@ bool g_open_failed = false;
 pthread_t g_thread;
 std::atomic<bool> g_running{false};
 std::atomic<bool> g_stop{false};
-std::atomic<uint32_t> g_wake{0};            // futex: 1 = work requested
+std::atomic<uint32_t> g_wake{0};  // futex: 1 = work requested
 std::atomic<uint32_t> g_flush_requested{0};
-std::atomic<uint32_t> g_flush_done{0};      // futex
+std::atomic<uint32_t> g_flush_done{0};                // futex
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;  // held for a whole cycle; fork takes it
 
 uint8_t* g_chunk = nullptr;
@@ -213,9 +213,7 @@ void emit_counts(bool force) {
 
 // ---- one cycle -----------------------------------------------------------------
 
-bool thread_alive(int32_t tid) {
-  return tid <= 0 || syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH;
-}
+bool thread_alive(int32_t tid) { return tid <= 0 || syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH; }
 
 // Copies a buffer's published events into the drained area; returns the
 // watermark bound this buffer allows.
@@ -352,7 +350,8 @@ void* writer_main(void*) {
     pthread_mutex_unlock(&g_mutex);
     if (requested != g_flush_done.load(std::memory_order_relaxed)) {
       g_flush_done.store(requested, std::memory_order_release);
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr,
+              0);
     }
   }
   return nullptr;

@@ -31,8 +31,9 @@ struct RecordOptions {
   std::vector<char*> command;
 };
 
-const char* kUsage = "usage: peakscope record [-o PATH] [--level allocated|reserved] [--host] "
-                     "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
+const char* kUsage =
+    "usage: peakscope record [-o PATH] [--level allocated|reserved] [--host] "
+    "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
 
 RecordOptions parse(int argc, char** argv) {
   RecordOptions o;
@@ -61,8 +62,7 @@ RecordOptions parse(int argc, char** argv) {
         throw UsageError("--host-min-bytes must be a non-negative integer");
     } else if (a == "--fork") {
       o.fork_policy = value("--fork");
-      if (o.fork_policy != "follow" && o.fork_policy != "stop")
-        throw UsageError("--fork must be 'follow' or 'stop'");
+      if (o.fork_policy != "follow" && o.fork_policy != "stop") throw UsageError("--fork must be 'follow' or 'stop'");
     } else if (a == "-h" || a == "--help") {
       throw UsageError(kUsage);
     } else if (!a.empty() && a[0] == '-') {
@@ -106,7 +106,8 @@ std::string absolute(const std::string& path) {
 }
 
 bool same_file(const char* a, const std::string& b) {
-  struct stat sa{}, sb{};
+  struct stat sa {
+  }, sb{};
   return stat(a, &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -156,9 +157,10 @@ std::vector<std::string> sibling_traces(const std::string& output, time_t since)
   if (!d) return found;
   while (dirent* entry = readdir(d)) {
     std::string name = entry->d_name;
-    if (name.rfind(stem + ".", 0) != 0 || name.size() < 8 || name.compare(name.size() - 8, 8, ".pstrace") != 0) continue;
+    if (name.rfind(stem + ".", 0) != 0 || name.size() < 8 || name.compare(name.size() - 8, 8, ".pstrace") != 0)
+      continue;
     if (name == stem + ".pstrace") continue;
-    struct stat st{};
+    struct stat st {};
     std::string path = dir + "/" + name;
     if (stat(path.c_str(), &st) == 0 && st.st_mtime >= since) found.push_back(path);
   }
@@ -187,12 +189,14 @@ int cmd_record(int argc, char** argv) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-  struct stat st{};
+  struct stat st {};
   if (stat(output.c_str(), &st) == 0) {
     fmt::print(stderr, "peakscope: trace written to {} ({} bytes)\n", o.output, st.st_size);
   } else {
-    fmt::print(stderr, "peakscope: no trace at {}: the command did not start the recorder "
-                       "(is it a static binary, or did it clear LD_PRELOAD?)\n", o.output);
+    fmt::print(stderr,
+               "peakscope: no trace at {}: the command did not start the recorder "
+               "(is it a static binary, or did it clear LD_PRELOAD?)\n",
+               o.output);
   }
   for (const std::string& other : sibling_traces(output, started))
     fmt::print(stderr, "peakscope: trace of another process: {}\n", other);

@@ -60,8 +60,8 @@ class ChunkEncoder {
     const bool seq_jump = e.seq != state_.seq + 1;
     const bool thread_change = e.thread != state_.thread;
     const bool context_change = !t.seen || e.device != t.device || e.stream != t.stream ||
-                                static_cast<uint8_t>(e.memory) != t.memory ||
-                                static_cast<uint8_t>(e.api) != t.api || e.flags != t.flags;
+                                static_cast<uint8_t>(e.memory) != t.memory || static_cast<uint8_t>(e.api) != t.api ||
+                                e.flags != t.flags;
     const bool range_change = e.range.value != t.range;
     if (seq_jump) tag |= kFieldSeqJump;
     if (thread_change) tag |= kFieldThread;

@@ -21,7 +21,7 @@ namespace psc::format {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
 constexpr uint16_t kVersion = 1;
-constexpr uint16_t kMinReaderVersion = 1;  // oldest reader that can read what we write
+constexpr uint16_t kMinReaderVersion = 1;     // oldest reader that can read what we write
 constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian
 constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -35,58 +35,58 @@ struct FileHeader {
   char magic[8];
   uint16_t version;
   uint16_t min_reader_version;
-  uint32_t header_bytes;        // sizeof(FileHeader); lets the header grow
+  uint32_t header_bytes;  // sizeof(FileHeader); lets the header grow
   uint32_t pid;
-  int32_t rank;                 // RANK, -1 when unset
-  int32_t local_rank;           // LOCAL_RANK, -1 when unset
-  uint32_t flags;               // HeaderFlag
-  uint64_t realtime_ns;         // CLOCK_REALTIME at start ...
-  uint64_t monotonic_ns;        // ... and CLOCK_MONOTONIC read right after: clock alignment
-  uint32_t parent_pid;          // the process this one was forked from, 0 if none
+  int32_t rank;           // RANK, -1 when unset
+  int32_t local_rank;     // LOCAL_RANK, -1 when unset
+  uint32_t flags;         // HeaderFlag
+  uint64_t realtime_ns;   // CLOCK_REALTIME at start ...
+  uint64_t monotonic_ns;  // ... and CLOCK_MONOTONIC read right after: clock alignment
+  uint32_t parent_pid;    // the process this one was forked from, 0 if none
   uint32_t reserved0;
   char hostname[64];
   uint8_t reserved1[12];
-  uint32_t header_crc;          // CRC-32C of every byte before this field
+  uint32_t header_crc;  // CRC-32C of every byte before this field
 };
 static_assert(sizeof(FileHeader) == 136, "FileHeader layout is part of format v1");
 
 struct ChunkHeader {
-  uint32_t magic;          // kChunkMagic
+  uint32_t magic;  // kChunkMagic
   uint32_t payload_bytes;
   uint32_t record_count;
-  uint32_t payload_crc;    // CRC-32C of the payload
-  uint64_t first_seq;      // seq of the chunk's first event (0 if none): lets tools seek
+  uint32_t payload_crc;  // CRC-32C of the payload
+  uint64_t first_seq;    // seq of the chunk's first event (0 if none): lets tools seek
   uint32_t reserved;
-  uint32_t header_crc;     // CRC-32C of the 28 bytes before this field
+  uint32_t header_crc;  // CRC-32C of the 28 bytes before this field
 };
 static_assert(sizeof(ChunkHeader) == 32, "ChunkHeader layout is part of format v1");
 
 // Record tags. An event record's tag is (kind | field bits << 4) with kind in
 // 1..15; a tag whose low nibble is 0 is a metadata record named by its high nibble.
 enum FieldBit : uint8_t {
-  kFieldSeqJump = 1u << 4,   // seq != previous seq + 1: a zigzag delta follows
-  kFieldThread = 1u << 5,    // thread index changes: varint follows
-  kFieldContext = 1u << 6,   // this thread's device/stream/memory/api/flags change
-  kFieldRange = 1u << 7,     // this thread's innermost range changes
+  kFieldSeqJump = 1u << 4,  // seq != previous seq + 1: a zigzag delta follows
+  kFieldThread = 1u << 5,   // thread index changes: varint follows
+  kFieldContext = 1u << 6,  // this thread's device/stream/memory/api/flags change
+  kFieldRange = 1u << 7,    // this thread's innermost range changes
 };
 
 enum MetaTag : uint8_t {
-  kMetaString = 0x10,     // varint id, varint length, bytes
-  kMetaThread = 0x20,     // varint index, varint os tid, varint length, name bytes
-  kMetaDrops = 0x30,      // varint count per DropReason, kDropReasonCount of them (cumulative)
-  kMetaEnd = 0x40,        // varint events written: the process closed the trace cleanly
-  kMetaCommand = 0x50,    // varint length, bytes: the traced command line
-  kMetaLate = 0x60,       // varint count: events written after a later seq (cumulative)
+  kMetaString = 0x10,   // varint id, varint length, bytes
+  kMetaThread = 0x20,   // varint index, varint os tid, varint length, name bytes
+  kMetaDrops = 0x30,    // varint count per DropReason, kDropReasonCount of them (cumulative)
+  kMetaEnd = 0x40,      // varint events written: the process closed the trace cleanly
+  kMetaCommand = 0x50,  // varint length, bytes: the traced command line
+  kMetaLate = 0x60,     // varint count: events written after a later seq (cumulative)
 };
 
 // Why events were lost. Part of the format: append only.
 enum class DropReason : uint8_t {
-  kBufferFull = 0,     // a thread's buffer stayed full past the wait limit
-  kNoThreadSlot = 1,   // more live threads than the recorder has buffers for
-  kStringTable = 2,    // the string arena or table was full; names recorded as 0
-  kAddressTable = 3,   // host mode: the table of tracked blocks was full
-  kRangeDepth = 4,     // range stack deeper than the recorder keeps
-  kForkChild = 5,      // events in a forked child whose recording is stopped
+  kBufferFull = 0,    // a thread's buffer stayed full past the wait limit
+  kNoThreadSlot = 1,  // more live threads than the recorder has buffers for
+  kStringTable = 2,   // the string arena or table was full; names recorded as 0
+  kAddressTable = 3,  // host mode: the table of tracked blocks was full
+  kRangeDepth = 4,    // range stack deeper than the recorder keeps
+  kForkChild = 5,     // events in a forked child whose recording is stopped
 };
 constexpr int kDropReasonCount = 6;
 

@@ -73,7 +73,9 @@ class ChunkDecoder {
   }
 
  private:
-  const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v) { return p ? format::get_varint(p, end, v) : nullptr; }
+  const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+    return p ? format::get_varint(p, end, v) : nullptr;
+  }
 
   const uint8_t* fail(std::string reason) {
     error_ = std::move(reason);
@@ -161,7 +163,8 @@ class ChunkDecoder {
       case format::kMetaString: {
         p = varint(p, end, &v);
         if (!p) return nullptr;
-        if (v == 0 || v > meta.strings.size() + kMaxStringIdAhead) return fail("string id " + std::to_string(v) + " out of range");
+        if (v == 0 || v > meta.strings.size() + kMaxStringIdAhead)
+          return fail("string id " + std::to_string(v) + " out of range");
         if (v >= meta.strings.size()) meta.strings.resize(v + 1);
         return decode_blob(p, end, &meta.strings[v]);
       }
@@ -179,9 +182,7 @@ class ChunkDecoder {
         for (auto& count : meta.drops) p = varint(p, end, &count);
         return p;
       case format::kMetaLate: return varint(p, end, &meta.late_events);
-      case format::kMetaEnd:
-        meta.clean_end = true;
-        return varint(p, end, &v);
+      case format::kMetaEnd: meta.clean_end = true; return varint(p, end, &v);
       case format::kMetaCommand: return decode_blob(p, end, &meta.command);
       default: return fail("unknown metadata tag " + std::to_string(tag));
     }
@@ -199,9 +200,10 @@ FileHeader read_header(const File& file, const std::string& path) {
     throw TraceError(path, 0, "not a peakscope trace (bad magic)");
   if (got < offsetof(FileHeader, header_bytes)) throw TraceError(path, got, "file ends inside the header");
   if (h.min_reader_version > format::kVersion)
-    throw TraceError(path, 8, "written in format v" + std::to_string(h.version) + ", which needs a reader of v" +
-                                  std::to_string(h.min_reader_version) + "; this peakscope reads up to v" +
-                                  std::to_string(format::kVersion));
+    throw TraceError(path, 8,
+                     "written in format v" + std::to_string(h.version) + ", which needs a reader of v" +
+                         std::to_string(h.min_reader_version) + "; this peakscope reads up to v" +
+                         std::to_string(format::kVersion));
   if (got < sizeof h) throw TraceError(path, got, "file ends inside the header");
   if (h.header_bytes < sizeof h || h.header_bytes > (1u << 20))
     throw TraceError(path, offsetof(FileHeader, header_bytes), "bad header size " + std::to_string(h.header_bytes));
@@ -285,7 +287,9 @@ ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
 LoadedTrace load_trace(const std::string& path) {
   struct Collector : TraceVisitor {
     LoadedTrace* out;
-    void on_events(const Event* e, size_t n, const TraceMeta&) override { out->events.insert(out->events.end(), e, e + n); }
+    void on_events(const Event* e, size_t n, const TraceMeta&) override {
+      out->events.insert(out->events.end(), e, e + n);
+    }
     void on_end(const TraceMeta& meta, const ReadStatus&) override { out->meta = meta; }
   };
   LoadedTrace loaded;

@@ -123,7 +123,8 @@ int ranges() {
 
 int main(int argc, char** argv) {
   if (argc >= 4 && !strcmp(argv[1], "peak")) return peak(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
-  if (argc >= 5 && !strcmp(argv[1], "pairs")) return pairs(atoi(argv[2]), atol(argv[3]), strtoull(argv[4], nullptr, 10));
+  if (argc >= 5 && !strcmp(argv[1], "pairs"))
+    return pairs(atoi(argv[2]), atol(argv[3]), strtoull(argv[4], nullptr, 10));
   if (argc >= 4 && !strcmp(argv[1], "hold")) return hold(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
   if (argc >= 4 && !strcmp(argv[1], "fork")) return forking(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
   if (argc >= 2 && !strcmp(argv[1], "ranges")) return ranges();

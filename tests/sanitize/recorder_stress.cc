@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kPairs; ++i) {
         if (i % 1000 == 0) psc_range_push(layer.c_str());
         const uint64_t address = (uint64_t(t + 1) << 32) + uint64_t(i) * 64;
-        psc::rt::record_memory({psc::EventKind::kAlloc, address, 4096, psc::MemoryKind::kHost, psc::Api::kPosixMemalign});
+        psc::rt::record_memory(
+            {psc::EventKind::kAlloc, address, 4096, psc::MemoryKind::kHost, psc::Api::kPosixMemalign});
         psc::rt::record_memory({psc::EventKind::kFree, address, 4096, psc::MemoryKind::kHost, psc::Api::kLibcFree});
         if (i % 1000 == 999) psc_range_pop();
         if (i % 5000 == 0) psc_flush();
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   }
   if (out_of_order != trace.meta.late_events) {
     std::fprintf(stderr, "%llu events out of order but the trace counts %llu late\n",
-                 static_cast<unsigned long long>(out_of_order), static_cast<unsigned long long>(trace.meta.late_events));
+                 static_cast<unsigned long long>(out_of_order),
+                 static_cast<unsigned long long>(trace.meta.late_events));
     return 1;
   }
   if (memory != 2ull * kThreads * kPairs) {

@@ -232,8 +232,9 @@ TEST(Recorder, AbortFlushesAndTheExitStatusPassesThrough) {
 TEST(Recorder, ForkNeitherDeadlocksNorCorruptsTheParent) {
   Scratch s;
   const std::string trace = s.path("f.pstrace");
-  ASSERT_EQ(run("timeout 60 " + cli() + " record --host -o " + trace + " -- " + program() + " fork 10 100000 2>/dev/null"),
-            0);
+  ASSERT_EQ(
+      run("timeout 60 " + cli() + " record --host -o " + trace + " -- " + program() + " fork 10 100000 2>/dev/null"),
+      0);
   LoadedTrace parent = load_trace(trace);
   EXPECT_TRUE(parent.status.complete());
   EXPECT_TRUE(parent.meta.clean_end);
