@@ -4,12 +4,9 @@
 
 namespace psc::cli {
 namespace {
-[[noreturn]] void not_yet(const char* what) {
+[[noreturn, maybe_unused]] void not_yet(const char* what) {
   throw UsageError(std::string(what) + " is not implemented yet in this version of peakscope");
 }
 }  // namespace
-
-int cmd_calibrate(int, char**) { not_yet("calibrate"); }
-int cmd_check(int, char**) { not_yet("check"); }
 
 }  // namespace psc::cli

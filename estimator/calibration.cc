@@ -1,0 +1,250 @@
+#include "estimator/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace psc {
+namespace {
+
+using Json = CalibrationJson;
+
+struct Samples {
+  std::vector<int64_t> tokens;
+  std::vector<uint64_t> bytes;
+  void add(int64_t t, uint64_t b) {
+    tokens.push_back(t);
+    bytes.push_back(b);
+  }
+};
+
+// Tokens one group of the wave carries: the pricing model prices boundaries
+// per group, and groups of one forward split its tokens.
+int64_t group_tokens(const WaveLiveness& w) { return w.tokens / std::max<int64_t>(1, w.groups); }
+
+Json term_to_json(const LinearTerm& t) {
+  Json j;
+  j["intercept_bytes"] = t.intercept;
+  j["bytes_per_token"] = t.per_token;
+  j["margin_bytes"] = t.margin_bytes;
+  j["points"] = t.points;
+  j["max_abs_residual_bytes"] = t.max_abs_residual;
+  return j;
+}
+
+const Json& field(const Json& j, const char* name, const std::string& where) {
+  if (!j.is_object() || !j.contains(name)) throw CalibrationError(where + "." + name + ": missing");
+  return j.at(name);
+}
+
+double number(const Json& j, const char* name, const std::string& where) {
+  const Json& v = field(j, name, where);
+  if (!v.is_number()) throw CalibrationError(where + "." + name + ": must be a number");
+  return v.get<double>();
+}
+
+uint64_t count(const Json& j, const char* name, const std::string& where) {
+  const Json& v = field(j, name, where);
+  if (!v.is_number_unsigned()) throw CalibrationError(where + "." + name + ": must be a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+LinearTerm term_from_json(const Json& j, const std::string& where) {
+  LinearTerm t;
+  t.intercept = number(j, "intercept_bytes", where);
+  t.per_token = number(j, "bytes_per_token", where);
+  t.margin_bytes = count(j, "margin_bytes", where);
+  t.points = count(j, "points", where);
+  t.max_abs_residual = number(j, "max_abs_residual_bytes", where);
+  return t;
+}
+
+std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_t expected) {
+  if (!j.is_array() || j.size() != expected)
+    throw CalibrationError(where + ": must be an array of " + std::to_string(expected) + " byte counts");
+  std::vector<uint64_t> out;
+  for (const Json& v : j) {
+    if (!v.is_number_unsigned()) throw CalibrationError(where + ": must hold non-negative integers");
+    out.push_back(v.get<uint64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t LinearTerm::bytes_at(int64_t tokens) const {
+  const double v = std::ceil(line(tokens));
+  return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
+}
+
+LinearTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes) {
+  LinearTerm t;
+  t.points = tokens.size();
+  if (tokens.empty()) return t;
+  const double n = static_cast<double>(tokens.size());
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    mx += static_cast<double>(tokens[i]);
+    my += static_cast<double>(bytes[i]);
+  }
+  mx /= n;
+  my /= n;
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const double dx = static_cast<double>(tokens[i]) - mx;
+    sxx += dx * dx;
+    sxy += dx * (static_cast<double>(bytes[i]) - my);
+  }
+  t.per_token = sxx > 0 ? sxy / sxx : 0;
+  t.intercept = my - t.per_token * mx;
+  double above = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const double r = static_cast<double>(bytes[i]) - t.line(tokens[i]);
+    above = std::max(above, r);
+    t.max_abs_residual = std::max(t.max_abs_residual, std::abs(r));
+  }
+  t.margin_bytes = static_cast<uint64_t>(std::ceil(above));
+  return t;
+}
+
+std::vector<uint64_t> Calibration::slot_gradients(const std::string& slot) const {
+  auto it = adapter_gradient_bytes.find(slot);
+  if (it != adapter_gradient_bytes.end()) return it->second;
+  std::vector<uint64_t> largest(static_cast<size_t>(layers), 0);
+  for (const auto& [name, bytes] : adapter_gradient_bytes)
+    for (size_t i = 0; i < bytes.size() && i < largest.size(); ++i) largest[i] = std::max(largest[i], bytes[i]);
+  return largest;
+}
+
+Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor) {
+  Calibration c;
+  c.safety_factor = safety_factor;
+  for (const Liveness& t : traces) c.layers = std::max(c.layers, t.layers);
+  const size_t layers = static_cast<size_t>(c.layers);
+
+  std::vector<Samples> boundary(layers);
+  Samples workspace, input_gradient, output;
+  for (const Liveness& t : traces) {
+    c.traces.push_back(t.path);
+    for (const WaveLiveness& w : t.waves) {
+      if (w.tokens <= 0) continue;
+      ++c.waves;
+      const int64_t per_group = group_tokens(w);
+      const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
+      for (size_t i = 0; i < layers; ++i)
+        boundary[i].add(per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0);
+      workspace.add(w.tokens, w.workspace_bytes);
+      input_gradient.add(w.tokens, w.input_gradient_bytes);
+      output.add(w.tokens, w.output_bytes);
+      // Exact: what this slot's backward made, per layer. Waves of several
+      // slots cannot say which slot made which gradient; they are left out.
+      if (w.slots.size() == 1) {
+        std::vector<uint64_t>& slot = c.adapter_gradient_bytes[w.slots[0]];
+        slot.resize(layers, 0);
+        for (size_t i = 0; i < layers && i < w.pending_gradient_bytes.size(); ++i)
+          slot[i] = std::max(slot[i], w.pending_gradient_bytes[i]);
+      }
+      if (w.cold && w.warm_twin >= 0) {
+        const WaveLiveness& warm = t.waves[static_cast<size_t>(w.warm_twin)];
+        ++c.first_execution_pairs;
+        if (w.measured_peak_bytes > warm.measured_peak_bytes)
+          c.first_execution_bytes = std::max(c.first_execution_bytes, w.measured_peak_bytes - warm.measured_peak_bytes);
+        c.first_execution_at_peak_bytes = std::max(c.first_execution_at_peak_bytes, w.first_execution_at_peak_bytes);
+      }
+    }
+  }
+  if (c.waves == 0) throw CalibrationError("no wave with a token count in the traces given");
+
+  for (size_t i = 0; i < layers; ++i) c.boundary.push_back(fit_linear(boundary[i].tokens, boundary[i].bytes));
+  c.workspace = fit_linear(workspace.tokens, workspace.bytes);
+  c.input_gradient = fit_linear(input_gradient.tokens, input_gradient.bytes);
+  c.output = fit_linear(output.tokens, output.bytes);
+
+  for (const Liveness& t : traces) {
+    for (const WaveLiveness& w : t.waves) {
+      if (w.tokens <= 0) continue;
+      WaveResiduals r{t.path, w.index, w.tokens, w.cold, {}};
+      uint64_t retained = 0;
+      double retained_fit = 0;
+      const int64_t per_group = group_tokens(w);
+      for (size_t i = 0; i < layers && i < w.boundary_bytes.size(); ++i) {
+        retained += w.boundary_bytes[i];
+        retained_fit += c.boundary[i].line(per_group) * static_cast<double>(std::max<int64_t>(1, w.groups));
+      }
+      r.terms.push_back({"retained", retained, retained_fit});
+      r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(w.tokens)});
+      r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(w.tokens)});
+      r.terms.push_back({"output", w.output_bytes, c.output.line(w.tokens)});
+      c.residuals.push_back(std::move(r));
+    }
+  }
+  return c;
+}
+
+CalibrationJson calibration_to_json(const Calibration& c) {
+  Json j;
+  j["format"] = "peakscope-calibration";
+  j["version"] = 1;
+  j["layers"] = c.layers;
+  j["safety_factor"] = c.safety_factor;
+  j["traces"] = c.traces;
+  j["waves"] = c.waves;
+  Json boundary = Json::array();
+  for (const LinearTerm& t : c.boundary) boundary.push_back(term_to_json(t));
+  j["boundary_per_group"] = boundary;
+  j["workspace"] = term_to_json(c.workspace);
+  j["input_gradient"] = term_to_json(c.input_gradient);
+  j["output"] = term_to_json(c.output);
+  Json slots = Json::object();
+  for (const auto& [slot, bytes] : c.adapter_gradient_bytes) slots[slot] = bytes;
+  j["adapter_gradient_bytes"] = slots;
+  j["first_execution"] = {{"bytes", c.first_execution_bytes},
+                          {"pairs", c.first_execution_pairs},
+                          {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes}};
+  Json residuals = Json::array();
+  for (const WaveResiduals& r : c.residuals) {
+    Json row;
+    row["trace"] = r.trace;
+    row["wave"] = r.wave;
+    row["tokens"] = r.tokens;
+    row["cold"] = r.cold;
+    for (const TermResidual& t : r.terms)
+      row[t.term] = {{"measured_bytes", t.measured}, {"fitted_bytes", t.fitted}, {"residual_bytes", t.residual()}};
+    residuals.push_back(row);
+  }
+  j["residuals"] = residuals;
+  return j;
+}
+
+Calibration calibration_from_json(const CalibrationJson& j) {
+  const std::string where = "calibration";
+  if (!j.is_object() || j.value("format", "") != "peakscope-calibration")
+    throw CalibrationError("not a peakscope calibration (no \"format\": \"peakscope-calibration\")");
+  if (count(j, "version", where) != 1) throw CalibrationError("calibration.version: only version 1 is known");
+  Calibration c;
+  c.layers = static_cast<int32_t>(count(j, "layers", where));
+  if (c.layers > kMaxLayer) throw CalibrationError("calibration.layers: too many layers");
+  c.safety_factor = number(j, "safety_factor", where);
+  if (!(c.safety_factor >= 1.0 && c.safety_factor <= 64.0))
+    throw CalibrationError("calibration.safety_factor: must be between 1 and 64");
+  const Json& boundary = field(j, "boundary_per_group", where);
+  if (!boundary.is_array() || boundary.size() != static_cast<size_t>(c.layers))
+    throw CalibrationError("calibration.boundary_per_group: must have one entry per layer");
+  for (size_t i = 0; i < boundary.size(); ++i)
+    c.boundary.push_back(term_from_json(boundary[i], where + ".boundary_per_group[" + std::to_string(i) + "]"));
+  c.workspace = term_from_json(field(j, "workspace", where), where + ".workspace");
+  c.input_gradient = term_from_json(field(j, "input_gradient", where), where + ".input_gradient");
+  c.output = term_from_json(field(j, "output", where), where + ".output");
+  const Json& slots = field(j, "adapter_gradient_bytes", where);
+  if (!slots.is_object()) throw CalibrationError("calibration.adapter_gradient_bytes: must be an object");
+  for (auto it = slots.begin(); it != slots.end(); ++it)
+    c.adapter_gradient_bytes[it.key()] =
+        bytes_array(it.value(), where + ".adapter_gradient_bytes." + it.key(), static_cast<size_t>(c.layers));
+  const Json& first = field(j, "first_execution", where);
+  c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
+  c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
+  c.waves = count(j, "waves", where);
+  return c;
+}
+
+}  // namespace psc

@@ -1,0 +1,95 @@
+#include "estimator/check.h"
+
+#include <algorithm>
+
+namespace psc {
+namespace {
+
+using pricing::Bytes;
+
+Bytes as_bytes(uint64_t v) { return static_cast<Bytes>(std::min<uint64_t>(v, uint64_t{1} << 50)); }
+
+double error_of(Bytes priced, uint64_t measured) {
+  if (measured == 0) return 0;
+  return static_cast<double>(priced) / static_cast<double>(measured) - 1.0;
+}
+
+}  // namespace
+
+pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
+  const size_t layers = static_cast<size_t>(c.layers);
+  const int64_t groups = std::max<int64_t>(1, w.groups);
+  const int64_t per_group = w.tokens / groups;
+
+  pricing::Plan plan;
+  plan.safety_factor = c.safety_factor;
+  plan.transient_bytes = as_bytes(c.first_execution_bytes);
+  plan.profiled = !w.cold;
+  pricing::Forward forward;
+  forward.output_bytes = as_bytes(c.output.bytes_at(w.tokens));
+  forward.workspace_bytes = as_bytes(c.workspace.bytes_at(w.tokens));
+  forward.input_gradient_bytes = as_bytes(c.input_gradient.bytes_at(w.tokens));
+
+  // Gradients live when the wave began are consumed group by group in forward
+  // order: they belong to slots whose gradients already exist.
+  std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
+  live_at_start.resize(layers, 0);
+  for (int64_t g = 0; g < groups; ++g) {
+    pricing::Group group;
+    if (static_cast<size_t>(g) < w.slots.size()) group.slot = w.slots[static_cast<size_t>(g)];
+    group.boundary_bytes.resize(layers);
+    group.pending_gradient_bytes.assign(layers, 0);
+    for (size_t i = 0; i < layers; ++i) group.boundary_bytes[i] = as_bytes(c.boundary[i].bytes_at(per_group));
+    if (group.slot && !floor_only) {
+      const std::vector<uint64_t> slot = c.slot_gradients(*group.slot);
+      for (size_t i = 0; i < layers && i < slot.size(); ++i) {
+        const uint64_t already = std::min(slot[i], live_at_start[i]);
+        live_at_start[i] -= already;
+        group.pending_gradient_bytes[i] = as_bytes(slot[i] - already);
+      }
+    }
+    forward.groups.push_back(std::move(group));
+  }
+  plan.forwards.push_back(std::move(forward));
+  return plan;
+}
+
+std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
+  std::vector<CheckRow> rows;
+  for (const WaveLiveness& w : trace.waves) {
+    if (w.tokens <= 0) continue;
+    CheckRow row;
+    row.trace = trace.path;
+    row.wave = w.index;
+    row.tokens = w.tokens;
+    row.cold = w.cold;
+    row.groups = w.groups;
+    row.measured_peak_bytes = w.measured_peak_bytes;
+    row.peak_range = w.peak_range;
+    const pricing::Plan plan = plan_for_wave(c, w, false);
+    row.price = pricing::price(plan);
+    row.floor_price = pricing::price(plan_for_wave(c, w, true));
+    row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);
+    row.admitted_error = error_of(row.price.required_bytes, w.measured_peak_bytes);
+    row.floor_raw_error = error_of(row.floor_price.raw_bytes, w.measured_peak_bytes);
+
+    const pricing::Components& k = row.price.components;
+    uint64_t retained = 0, pending = 0;
+    for (uint64_t b : w.boundary_bytes) retained += b;
+    for (uint64_t p : w.pending_gradient_bytes) pending += p;
+    uint64_t pending_priced = 0;
+    for (const pricing::Group& g : plan.forwards[0].groups)
+      for (Bytes p : g.pending_gradient_bytes) pending_priced += static_cast<uint64_t>(p);
+    row.terms = {
+        {"retained", retained, static_cast<double>(k.retained)},
+        {"workspace", w.workspace_bytes, static_cast<double>(k.workspace)},
+        {"input_gradient", w.input_gradient_bytes, static_cast<double>(k.input_gradient)},
+        {"output", w.output_bytes, static_cast<double>(k.output)},
+        {"pending_gradient", pending, static_cast<double>(pending_priced)},
+    };
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace psc

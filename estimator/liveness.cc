@@ -1,0 +1,321 @@
+#include "estimator/liveness.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "estimator/analysis_scope.h"
+#include "estimator/lifetimes.h"
+
+namespace psc {
+namespace {
+
+bool is_layer_backward(const RangeName& r) {
+  return (r.phase == Phase::kRecompute || r.phase == Phase::kBackward) && r.has_layer();
+}
+
+// One allocation made inside a wave, kept until the end of the pass.
+struct Made {
+  uint64_t alloc_ordinal;
+  uint64_t end_ordinal;  // UINT64_MAX: still live at the end of the trace
+  uint64_t alloc_seq;
+  uint64_t end_seq;  // UINT64_MAX: still live
+  uint64_t bytes;
+  uint32_t range;
+  int32_t wave;
+  int32_t layer;
+  Term term;
+};
+
+class LivenessPass : public TraceVisitor, private LifetimeSink {
+ public:
+  LivenessPass(const AnalysisOptions& options, const Analysis& analysis, size_t event_limit)
+      : parser_(options.ranges ? *options.ranges : default_range_parser()),
+        classifier_(options.classifier ? *options.classifier : default_classifier()),
+        level_(analysis.memory.level),
+        event_limit_(event_limit),
+        ranges_(parser_),
+        scope_(ranges_),
+        replay_(this),
+        backward_start_(analysis.waves.size(), UINT64_MAX) {
+    for (const WaveReport& w : analysis.waves) waves_.push_back(w.span);
+  }
+
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
+    meta_ = &meta;
+    for (size_t i = 0; i < count && ordinal_ < event_limit_; ++i) {
+      const Event& e = events[i];
+      const uint64_t ordinal = ordinal_++;
+      if (!is_memory_event(e.kind)) {
+        scope_.on_event(e, ordinal, meta);
+        continue;
+      }
+      if (memory_level_of(e) != level_) continue;
+      const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
+      const int32_t wave = site.wave;
+      if (wave >= 0 && static_cast<size_t>(wave) < backward_start_.size() &&
+          backward_start_[static_cast<size_t>(wave)] == UINT64_MAX && is_layer_backward(ranges_.lookup(site.range, meta)))
+        backward_start_[static_cast<size_t>(wave)] = ordinal;
+      replay_.apply(e, site);
+    }
+  }
+
+  void on_end(const TraceMeta& meta, const ReadStatus&) override {
+    meta_ = &meta;
+    replay_.finish();
+  }
+
+  std::vector<Made> made;
+  std::vector<std::vector<uint64_t>> gradient_live_at_start;  // [wave][layer]
+  std::array<uint64_t, kCategoryCount> category_allocations{};
+  std::array<uint64_t, kCategoryCount> category_bytes{};
+  int32_t max_layer = -1;
+  const std::vector<uint64_t>& backward_start() const { return backward_start_; }
+
+ private:
+  bool outlives_next_wave(const Lifetime& l) const {
+    if (l.alloc.wave >= 0) return false;
+    if (l.end.kind == EndKind::kStillLive) return true;
+    auto next = std::upper_bound(waves_.begin(), waves_.end(), l.alloc.ordinal,
+                                 [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
+    return next != waves_.end() && next->ended && l.end.ordinal > next->end_ordinal;
+  }
+
+  AllocationFacts facts_of(const Lifetime& l) {
+    AllocationFacts f;
+    f.made_in = ranges_.lookup(l.alloc.range, *meta_);
+    f.end = l.end.kind;
+    if (l.end.kind != EndKind::kStillLive) {
+      f.ended_in = ranges_.lookup(l.end.range, *meta_);
+      f.ended_in_wave = l.end.wave;
+    }
+    f.made_in_wave = l.alloc.wave;
+    f.outlives_next_wave = outlives_next_wave(l);
+    if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < waves_.size())
+      f.made_in_cold_wave = waves_[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
+    f.bytes = l.alloc.bytes;
+    f.alloc_seq = l.alloc.seq;
+    f.thread = l.alloc.thread;
+    f.memory = l.alloc.memory;
+    return f;
+  }
+
+  void note_gradient(const Lifetime& l, int32_t layer) {
+    if (layer < 0 || layer > kMaxLayer) return;
+    for (const WaveSpan& w : waves_) {
+      if (w.begin_ordinal <= l.alloc.ordinal) continue;
+      if (l.end.kind != EndKind::kStillLive && l.end.ordinal < w.begin_ordinal) break;
+      const size_t wi = static_cast<size_t>(w.index);
+      if (gradient_live_at_start.size() <= wi) gradient_live_at_start.resize(wi + 1);
+      auto& row = gradient_live_at_start[wi];
+      if (row.size() <= static_cast<size_t>(layer)) row.resize(static_cast<size_t>(layer) + 1, 0);
+      row[static_cast<size_t>(layer)] += l.alloc.bytes;
+    }
+  }
+
+  void on_lifetime(const Lifetime& l) override {
+    const AllocationFacts facts = facts_of(l);
+    const Attribution a = classifier_.classify(facts);
+    ++category_allocations[static_cast<size_t>(a.category)];
+    category_bytes[static_cast<size_t>(a.category)] += l.alloc.bytes;
+    if (a.category == Category::kAdapterGradient) note_gradient(l, a.layer);
+    if (l.alloc.wave < 0) return;
+    const TermOf t = term_of(a, facts);
+    if (t.layer > max_layer && t.layer <= kMaxLayer) max_layer = t.layer;
+    const bool live = l.end.kind == EndKind::kStillLive;
+    made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq,
+                        live ? UINT64_MAX : l.end.seq, l.alloc.bytes, l.alloc.range.value, l.alloc.wave, t.layer,
+                        t.term});
+  }
+
+  const RangeParser& parser_;
+  const Classifier& classifier_;
+  MemoryLevel level_;
+  uint64_t event_limit_;
+  RangeTable ranges_;
+  ScopeTracker scope_;
+  MemoryReplay replay_;
+  std::vector<WaveSpan> waves_;
+  std::vector<uint64_t> backward_start_;
+  const TraceMeta* meta_ = nullptr;
+  uint64_t ordinal_ = 0;
+};
+
+// Max live bytes of each term over a wave, from its allocations' lifetimes.
+// `output` counts only from `backward_start` on (the pricing model is about
+// the backward; the head's forward temporaries are gone by then).
+void sweep_maxima(const std::vector<const Made*>& made, uint64_t backward_start, WaveLiveness* w) {
+  struct Step {
+    uint64_t ordinal;
+    int64_t delta;
+    Term term;
+  };
+  std::vector<Step> steps;
+  steps.reserve(made.size() * 2);
+  for (const Made* m : made) {
+    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term});
+    if (m->end_ordinal != UINT64_MAX) steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->term});
+  }
+  // What the forward left live counts as soon as the backward begins.
+  if (backward_start != UINT64_MAX) steps.push_back({backward_start, 0, Term::kOutput});
+  // Frees before allocations at one ordinal cannot happen (one event each),
+  // but the zero step must come after the allocation it coincides with.
+  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
+    if (a.ordinal != b.ordinal) return a.ordinal < b.ordinal;
+    return a.delta > b.delta;
+  });
+  std::array<int64_t, kTermCount> live{};
+  std::array<uint64_t, kTermCount> max{};
+  for (const Step& s : steps) {
+    const size_t t = static_cast<size_t>(s.term);
+    live[t] += s.delta;
+    if (s.delta < 0) continue;
+    if (s.term == Term::kOutput && s.ordinal < backward_start) continue;
+    max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));
+  }
+  w->workspace_bytes = max[static_cast<size_t>(Term::kWorkspace)];
+  w->input_gradient_bytes = max[static_cast<size_t>(Term::kInputGradient)];
+  w->output_bytes = max[static_cast<size_t>(Term::kOutput)];
+  w->forward_scratch_bytes = max[static_cast<size_t>(Term::kForwardScratch)];
+}
+
+// Allocations of `cold` with no counterpart in `warm`: matched by (range, size)
+// in allocation order, i.e. the k-th allocation of a given range and size in
+// the cold wave pairs with the k-th one in the warm wave.
+void pair_first_execution(const std::vector<const Made*>& cold, const std::vector<const Made*>& warm,
+                          WaveLiveness* w) {
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> warm_count;
+  for (const Made* m : warm) ++warm_count[{m->range, m->bytes}];
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen;
+  for (const Made* m : cold) {
+    const auto key = std::make_pair(m->range, m->bytes);
+    if (++seen[key] <= warm_count[key]) continue;
+    w->first_execution_bytes += m->bytes;
+    if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
+  }
+}
+
+WaveLiveness wave_of(const WaveReport& r, size_t layers) {
+  WaveLiveness w;
+  w.index = r.span.index;
+  const WavePayload& p = r.span.payload;
+  w.tokens = p.tokens.value_or(0);
+  w.cold = p.cold.value_or(false);
+  w.groups = p.groups.value_or(1);
+  w.slots = p.slots;
+  w.payload_raw = p.raw;
+  w.baseline_bytes = r.baseline_bytes;
+  w.measured_peak_bytes = r.measured_peak_bytes();
+  w.peak_in = r.peak.site.parsed;
+  w.peak_range = r.peak.site.range;
+  w.peak_seq = r.peak.site.seq;
+  w.boundary_bytes.assign(layers, 0);
+  w.pending_gradient_bytes.assign(layers, 0);
+  w.gradient_live_at_start_bytes.assign(layers, 0);
+  return w;
+}
+
+}  // namespace
+
+const char* term_name(Term term) {
+  switch (term) {
+    case Term::kBoundary: return "boundary";
+    case Term::kAdapterGradient: return "adapter_gradient";
+    case Term::kWorkspace: return "workspace";
+    case Term::kInputGradient: return "input_gradient";
+    case Term::kOutput: return "output";
+    case Term::kForwardScratch: return "forward_scratch";
+    case Term::kFirstExecution: return "first_execution";
+    case Term::kPersistent: return "persistent";
+  }
+  return "output";
+}
+
+TermOf term_of(const Attribution& a, const AllocationFacts& f) {
+  switch (a.category) {
+    case Category::kBoundary: return {Term::kBoundary, a.layer};
+    case Category::kAdapterGradient: return {Term::kAdapterGradient, a.layer};
+    case Category::kWorkspace: return {Term::kWorkspace, a.layer};
+    case Category::kFirstExecution: return {Term::kFirstExecution, a.layer};
+    case Category::kPersistent: return {Term::kPersistent, a.layer};
+    default: break;
+  }
+  const bool ended = f.end != EndKind::kStillLive;
+  // State a checkpoint saves for layer i outside any layer's range (the RNG
+  // state torch.utils.checkpoint stashes before calling the layer) and that
+  // layer i's recompute releases: it is held exactly like layer i's saved
+  // input, so it is part of boundary(i).
+  const bool made_between_layers = f.made_in.phase == Phase::kWave || f.made_in.phase == Phase::kOutside;
+  if (made_between_layers && ended && is_layer_backward(f.ended_in) && f.made_in_wave >= 0 &&
+      f.ended_in_wave == f.made_in_wave)
+    return {Term::kBoundary, f.ended_in.layer};
+  // The gradient of a layer's input: made by its recompute/backward, consumed
+  // by the layer below (or by the embedding's backward, outside the decoder).
+  if (is_layer_backward(f.made_in) && ended) {
+    const bool lower_layer = is_layer_backward(f.ended_in) && f.ended_in.layer < f.made_in.layer;
+    const bool outside = !f.ended_in.has_layer();
+    if (lower_layer || outside) return {Term::kInputGradient, f.made_in.layer};
+  }
+  if (f.made_in.phase == Phase::kForward && f.made_in.has_layer() && ended &&
+      f.ended_in.in_layer(Phase::kForward, f.made_in.layer))
+    return {Term::kForwardScratch, f.made_in.layer};
+  return {Term::kOutput, f.made_in.layer};
+}
+
+bool same_shape(const WaveLiveness& a, const WaveLiveness& b) {
+  return a.tokens == b.tokens && a.groups == b.groups && a.slots == b.slots;
+}
+
+Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options) {
+  Liveness out;
+  out.path = path;
+  AnalysisOptions analysis_options = options;
+  analysis_options.timeline_points = 0;
+  out.analysis = analyze_trace(path, analysis_options);
+  const Analysis& analysis = out.analysis;
+
+  LivenessPass pass(options, analysis, analysis.trace.status.events);
+  read_trace(path, pass);
+  out.category_allocations = pass.category_allocations;
+  out.category_bytes = pass.category_bytes;
+  out.layers = pass.max_layer + 1;
+  const size_t layers = static_cast<size_t>(out.layers);
+
+  std::vector<std::vector<const Made*>> by_wave(analysis.waves.size());
+  for (const Made& m : pass.made)
+    if (static_cast<size_t>(m.wave) < by_wave.size()) by_wave[static_cast<size_t>(m.wave)].push_back(&m);
+
+  for (size_t i = 0; i < analysis.waves.size(); ++i) {
+    WaveLiveness w = wave_of(analysis.waves[i], layers);
+    for (const Made* m : by_wave[i]) {
+      const size_t t = static_cast<size_t>(m->term);
+      w.made_bytes[t] += m->bytes;
+      ++w.made_allocations[t];
+      if (m->alloc_seq <= w.peak_seq && w.peak_seq < m->end_seq) w.at_peak_bytes[t] += m->bytes;
+      if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
+      if (m->term == Term::kBoundary) w.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+      if (m->term == Term::kAdapterGradient) w.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+    }
+    if (i < pass.gradient_live_at_start.size()) {
+      const auto& row = pass.gradient_live_at_start[i];
+      for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];
+    }
+    sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
+    out.waves.push_back(std::move(w));
+  }
+
+  // Cold versus warm: the first later warm wave of the same shape.
+  for (size_t i = 0; i < out.waves.size(); ++i) {
+    WaveLiveness& cold = out.waves[i];
+    if (!cold.cold) continue;
+    for (size_t j = 0; j < out.waves.size(); ++j) {
+      if (j == i || out.waves[j].cold || !same_shape(cold, out.waves[j])) continue;
+      cold.warm_twin = out.waves[j].index;
+      pair_first_execution(by_wave[i], by_wave[j], &cold);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace psc

@@ -1,0 +1,111 @@
+// Liveness terms of every wave: each allocation made inside a wave classified
+// into the pricing model's terms (DESIGN.md "The pricing model"), and the bytes
+// of each term the wave needed. What calibration fits and check compares.
+//
+// Built on the report's analysis (baselines, peaks, the Classifier's
+// categories) plus one more streaming pass that classifies every allocation,
+// not only those live at a snapshot. Memory: O(allocations made inside waves),
+// kept as 32-byte records until the end of the pass.
+//
+// Terms (an allocation made inside a wave):
+//   boundary(i)          the category boundary(i): saved input of layer i,
+//                        and state saved for it between layers (checkpoint RNG);
+//   adapter_gradient(i)  the category adapter_gradient(i), made in this wave:
+//                        a pending gradient. Gradients already live when the
+//                        wave begins are baseline, read from the trace;
+//   workspace            the category workspace: scratch of one layer's
+//                        recompute/backward (max live over the wave);
+//   input_gradient       made in a layer's recompute/backward, dying in a lower
+//                        layer's or outside the decoder: the gradient that flows
+//                        from layer to layer (max live over the wave);
+//   output               everything else the head, the loss and the last layer
+//                        leave live during the backward (max live from the
+//                        first layer recompute/backward to the wave's end);
+//   forward_scratch      made and freed inside one layer's forward: live only
+//                        while the boundaries are still being made, never at a
+//                        backward peak, so not priced;
+//   first_execution      in a cold wave, with no counterpart (same range and
+//                        size, in order) in a warm wave of the same shape.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "estimator/analysis.h"
+
+namespace psc {
+
+enum class Term : uint8_t {
+  kBoundary = 0,
+  kAdapterGradient,
+  kWorkspace,
+  kInputGradient,
+  kOutput,
+  kForwardScratch,
+  kFirstExecution,
+  kPersistent,
+};
+constexpr int kTermCount = 8;
+const char* term_name(Term term);
+
+// The term of one allocation made inside a wave, from its category and facts.
+struct TermOf {
+  Term term = Term::kOutput;
+  int32_t layer = kNoLayer;
+};
+TermOf term_of(const Attribution& attribution, const AllocationFacts& facts);
+
+struct WaveLiveness {
+  int32_t index = 0;
+  int64_t tokens = 0;  // from the payload; 0 when it has none
+  bool cold = false;
+  int64_t groups = 1;
+  std::vector<std::string> slots;
+  std::string payload_raw;
+
+  uint64_t baseline_bytes = 0;
+  uint64_t measured_peak_bytes = 0;
+  RangeName peak_in;         // the range where the wave's peak was reached
+  std::string peak_range;    // its name
+  uint64_t peak_seq = 0;
+
+  // Per decoder layer 0..layers-1 (the trace's largest layer + 1).
+  std::vector<uint64_t> boundary_bytes;
+  std::vector<uint64_t> pending_gradient_bytes;       // made in this wave
+  std::vector<uint64_t> gradient_live_at_start_bytes;  // adapter gradients live when it began
+  uint64_t workspace_bytes = 0;       // max live
+  uint64_t input_gradient_bytes = 0;  // max live
+  uint64_t output_bytes = 0;          // max live during the backward
+  uint64_t forward_scratch_bytes = 0; // max live (not priced)
+
+  // Every allocation made in the wave, by term: total bytes and count.
+  std::array<uint64_t, kTermCount> made_bytes{};
+  std::array<uint64_t, kTermCount> made_allocations{};
+  // Bytes of each term live at the wave's peak (made in the wave).
+  std::array<uint64_t, kTermCount> at_peak_bytes{};
+
+  // Cold-versus-warm pairing; -1 when the wave is warm or has no warm twin.
+  int32_t warm_twin = -1;
+  uint64_t first_execution_bytes = 0;          // unmatched allocations, in all
+  uint64_t first_execution_at_peak_bytes = 0;  // of those, live at the peak
+};
+
+struct Liveness {
+  std::string path;
+  int32_t layers = 0;
+  Analysis analysis;  // the report's analysis the terms build on
+  std::vector<WaveLiveness> waves;
+  // Every allocation of the analysed level, by the Classifier's category.
+  std::array<uint64_t, kCategoryCount> category_allocations{};
+  std::array<uint64_t, kCategoryCount> category_bytes{};
+};
+
+// Throws TraceError when the file is not a readable trace.
+Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options = {});
+
+// Shape of a wave for cold/warm pairing: tokens, groups and slots.
+bool same_shape(const WaveLiveness& a, const WaveLiveness& b);
+
+}  // namespace psc

@@ -1,0 +1,107 @@
+// peakscope calibrate TRACE... -o CAL.json [--safety F]
+//
+// Fits the pricing model's liveness terms per model from traced waves
+// (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
+// Prints what it measured per wave, so a poor fit can be traced to its wave.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "estimator/calibration.h"
+#include "estimator/liveness.h"
+#include "tools/commands.h"
+
+namespace psc::cli {
+namespace {
+
+constexpr const char* kUsage = "usage: peakscope calibrate TRACE... -o CAL.json [--safety FACTOR]";
+
+struct CalibrateOptions {
+  std::vector<std::string> traces;
+  std::string out;
+  double safety = 1.1;
+};
+
+CalibrateOptions parse(int argc, char** argv) {
+  CalibrateOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-o" || a == "--safety") {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value\n" + kUsage);
+      const std::string v = argv[++i];
+      if (a == "-o") {
+        o.out = v;
+      } else {
+        char* end = nullptr;
+        o.safety = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
+          throw UsageError("--safety needs a factor between 1 and 64, not '" + v + "'");
+      }
+    } else if (a == "-h" || a == "--help") {
+      throw UsageError(kUsage);
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option '" + a + "'\n" + kUsage);
+    } else {
+      o.traces.push_back(a);
+    }
+  }
+  if (o.traces.empty()) throw UsageError(std::string("no trace given\n") + kUsage);
+  if (o.out.empty()) throw UsageError(std::string("no output given (-o CAL.json)\n") + kUsage);
+  return o;
+}
+
+void print_waves(const Liveness& t) {
+  std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
+  std::printf("  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec  peak in\n");
+  for (const WaveLiveness& w : t.waves) {
+    uint64_t retained = 0, pending = 0;
+    for (uint64_t b : w.boundary_bytes) retained += b;
+    for (uint64_t p : w.pending_gradient_bytes) pending += p;
+    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %10llu  %9llu  %10s  %s\n", w.index,
+                static_cast<long long>(w.tokens), w.cold ? "yes" : "no",
+                static_cast<unsigned long long>(w.measured_peak_bytes), static_cast<unsigned long long>(retained),
+                static_cast<unsigned long long>(pending), static_cast<unsigned long long>(w.workspace_bytes),
+                static_cast<unsigned long long>(w.input_gradient_bytes),
+                static_cast<unsigned long long>(w.output_bytes),
+                w.warm_twin >= 0 ? std::to_string(w.first_execution_bytes).c_str() : "-",
+                w.peak_range.empty() ? "(no range)" : w.peak_range.c_str());
+  }
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  const CalibrateOptions o = parse(argc, argv);
+  std::vector<Liveness> traces;
+  for (const std::string& path : o.traces) {
+    traces.push_back(analyze_liveness(path));
+    print_waves(traces.back());
+  }
+  Calibration calibration;
+  try {
+    calibration = calibrate(traces, o.safety);
+  } catch (const CalibrationError& e) {
+    throw UsageError(e.what());
+  }
+  std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
+  out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
+  out.flush();
+  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  std::printf("calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
+              "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs -> %s\n",
+              calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
+              static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
+              calibration.input_gradient.per_token,
+              static_cast<unsigned long long>(calibration.input_gradient.margin_bytes), calibration.output.intercept,
+              calibration.output.per_token, static_cast<unsigned long long>(calibration.output.margin_bytes),
+              static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
+              o.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace psc::cli
