@@ -45,7 +45,8 @@ double number(const Json& j, const char* name, const std::string& where) {
 
 uint64_t count(const Json& j, const char* name, const std::string& where) {
   const Json& v = field(j, name, where);
-  if (!v.is_number_unsigned()) throw CalibrationError(where + "." + name + ": must be a non-negative integer");
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    throw CalibrationError(where + "." + name + ": must be a non-negative integer");
   return v.get<uint64_t>();
 }
 
@@ -64,7 +65,8 @@ std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_
     throw CalibrationError(where + ": must be an array of " + std::to_string(expected) + " byte counts");
   std::vector<uint64_t> out;
   for (const Json& v : j) {
-    if (!v.is_number_unsigned()) throw CalibrationError(where + ": must hold non-negative integers");
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+      throw CalibrationError(where + ": must hold non-negative integers");
     out.push_back(v.get<uint64_t>());
   }
   return out;

@@ -144,7 +144,7 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
 // Max live bytes of each term over a wave, from its allocations' lifetimes.
 // `output` counts only from `backward_start` on (the pricing model is about
 // the backward; the head's forward temporaries are gone by then).
-void sweep_maxima(const std::vector<const Made*>& made, uint64_t backward_start, WaveLiveness* w) {
+void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveLiveness* w) {
   struct Step {
     uint64_t ordinal;
     int64_t delta;
@@ -182,14 +182,14 @@ void sweep_maxima(const std::vector<const Made*>& made, uint64_t backward_start,
 // Allocations of `cold` with no counterpart in `warm`: matched by (range, size)
 // in allocation order, i.e. the k-th allocation of a given range and size in
 // the cold wave pairs with the k-th one in the warm wave.
-void pair_first_execution(const std::vector<const Made*>& cold, const std::vector<const Made*>& warm,
-                          WaveLiveness* w) {
+void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made*>& warm, WaveLiveness* w) {
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> warm_count;
   for (const Made* m : warm) ++warm_count[{m->range, m->bytes}];
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen;
-  for (const Made* m : cold) {
+  for (Made* m : cold) {
     const auto key = std::make_pair(m->range, m->bytes);
     if (++seen[key] <= warm_count[key]) continue;
+    m->term = Term::kFirstExecution;
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
   }
@@ -281,12 +281,26 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   out.layers = pass.max_layer + 1;
   const size_t layers = static_cast<size_t>(out.layers);
 
-  std::vector<std::vector<const Made*>> by_wave(analysis.waves.size());
-  for (const Made& m : pass.made)
+  std::vector<std::vector<Made*>> by_wave(analysis.waves.size());
+  for (Made& m : pass.made)
     if (static_cast<size_t>(m.wave) < by_wave.size()) by_wave[static_cast<size_t>(m.wave)].push_back(&m);
+  for (size_t i = 0; i < analysis.waves.size(); ++i) out.waves.push_back(wave_of(analysis.waves[i], layers));
 
-  for (size_t i = 0; i < analysis.waves.size(); ++i) {
-    WaveLiveness w = wave_of(analysis.waves[i], layers);
+  // Cold versus warm first: a cold wave's unmatched allocations are
+  // first_execution, and must not inflate the terms the warm waves define.
+  for (size_t i = 0; i < out.waves.size(); ++i) {
+    WaveLiveness& cold = out.waves[i];
+    if (!cold.cold) continue;
+    for (size_t j = 0; j < out.waves.size(); ++j) {
+      if (j == i || out.waves[j].cold || !same_shape(cold, out.waves[j])) continue;
+      cold.warm_twin = out.waves[j].index;
+      pair_first_execution(by_wave[i], by_wave[j], &cold);
+      break;
+    }
+  }
+
+  for (size_t i = 0; i < out.waves.size(); ++i) {
+    WaveLiveness& w = out.waves[i];
     for (const Made* m : by_wave[i]) {
       const size_t t = static_cast<size_t>(m->term);
       w.made_bytes[t] += m->bytes;
@@ -301,19 +315,6 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];
     }
     sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
-    out.waves.push_back(std::move(w));
-  }
-
-  // Cold versus warm: the first later warm wave of the same shape.
-  for (size_t i = 0; i < out.waves.size(); ++i) {
-    WaveLiveness& cold = out.waves[i];
-    if (!cold.cold) continue;
-    for (size_t j = 0; j < out.waves.size(); ++j) {
-      if (j == i || out.waves[j].cold || !same_shape(cold, out.waves[j])) continue;
-      cold.warm_twin = out.waves[j].index;
-      pair_first_execution(by_wave[i], by_wave[j], &cold);
-      break;
-    }
   }
   return out;
 }

@@ -1,0 +1,221 @@
+// Golden traces for the liveness terms, calibration and check, whose answer is
+// known by construction: a two-layer LoRA step written event by event, sizes
+// proportional to the wave's tokens, so every term, fit and price below
+// follows from the schedule in step() by hand.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "estimator/analysis_trace_builder.h"
+#include "estimator/calibration.h"
+#include "estimator/check.h"
+#include "estimator/liveness.h"
+
+namespace psc {
+namespace {
+
+struct TempTrace {
+  std::string path;
+  explicit TempTrace(const std::string& tag) {
+    static int counter = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("psc_liveness_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
+               .string();
+  }
+  ~TempTrace() { std::remove(path.c_str()); }
+};
+
+constexpr uint32_t kMain = 0;
+constexpr uint64_t kWeights = 1000;
+constexpr uint64_t kGradient = 20;  // adapter gradient per layer, independent of tokens
+constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first execution)
+
+// One wave of `t` tokens. Activations of 10t (embedding output E, layer
+// outputs X1 X2, head gradient G, input gradients IG1 IG0), logits 3t, forward
+// scratch 5t, recompute workspace 4t. `grads`: the wave makes the adapter
+// gradients (the step's first wave); later waves accumulate in place.
+void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads) {
+  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) + ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " +
+                          (cold ? "true" : "false") + "}");
+  const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
+  const uint64_t W1 = base + 7, IG1 = base + 8, W0 = base + 9, IG0 = base + 10, K = base + 11;
+  s.push(kMain, "head/embedding");
+  s.alloc(kMain, E, 10 * t);
+  s.pop(kMain);
+  s.push(kMain, "forward/layer.0");
+  s.alloc(kMain, S, 5 * t);
+  s.free(kMain, S);
+  s.alloc(kMain, X1, 10 * t);
+  s.pop(kMain);
+  s.push(kMain, "forward/layer.1");
+  s.alloc(kMain, X2, 10 * t);
+  s.pop(kMain);
+  s.push(kMain, "head/lm_head");
+  s.alloc(kMain, L, 3 * t);
+  s.alloc(kMain, G, 10 * t);
+  s.free(kMain, L);
+  s.free(kMain, X2);
+  s.pop(kMain);
+  s.push(kMain, "recompute/layer.1");
+  if (cold) s.alloc(kMain, K, kWarmUp);
+  s.alloc(kMain, W1, 4 * t);
+  s.pop(kMain);
+  s.push(kMain, "backward/layer.1");
+  if (grads) s.alloc(kMain, 0x3001, kGradient);
+  s.alloc(kMain, IG1, 10 * t);
+  s.free(kMain, W1);
+  if (cold) s.free(kMain, K);
+  s.free(kMain, X1);
+  s.free(kMain, G);
+  s.pop(kMain);
+  s.push(kMain, "recompute/layer.0");
+  s.alloc(kMain, W0, 4 * t);
+  s.pop(kMain);
+  s.push(kMain, "backward/layer.0");
+  if (grads) s.alloc(kMain, 0x3000, kGradient);
+  s.alloc(kMain, IG0, 10 * t);
+  s.free(kMain, W0);
+  s.free(kMain, E);
+  s.free(kMain, IG1);
+  s.pop(kMain);
+  s.push(kMain, "head/embedding");
+  s.free(kMain, IG0);
+  s.pop(kMain);
+  s.wave_end(kMain);
+}
+
+void optimizer(SyntheticTrace& s) {
+  s.push(kMain, "optimizer/step");
+  s.free(kMain, 0x3000);
+  s.free(kMain, 0x3001);
+  s.pop(kMain);
+}
+
+// Steps of two waves each (t, then 2t), cold the first time each size runs.
+void write_steps(const std::string& path, uint64_t t, int steps) {
+  SyntheticTrace s(path);
+  s.alloc(kMain, 0x1000, kWeights);
+  for (int k = 0; k < steps; ++k) {
+    step(s, 0x10000 * (2 * k + 1), t, k == 0, true);
+    step(s, 0x10000 * (2 * k + 2), 2 * t, k == 0, false);
+    optimizer(s);
+  }
+  s.close();
+}
+
+TEST(LivenessGolden, TermsOfTheHandBuiltWave) {
+  TempTrace trace("terms");
+  write_steps(trace.path, 10, 2);
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.layers, 2);
+  ASSERT_EQ(l.waves.size(), 4u);
+
+  const WaveLiveness& w = l.waves[2];  // warm, t = 10, makes the gradients
+  EXPECT_FALSE(w.cold);
+  EXPECT_EQ(w.tokens, 10);
+  EXPECT_EQ(w.boundary_bytes, (std::vector<uint64_t>{100, 100}));
+  EXPECT_EQ(w.pending_gradient_bytes, (std::vector<uint64_t>{kGradient, kGradient}));
+  EXPECT_EQ(w.gradient_live_at_start_bytes, (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(w.workspace_bytes, 40u);
+  EXPECT_EQ(w.input_gradient_bytes, 200u);  // IG1 and IG0 overlap
+  EXPECT_EQ(w.output_bytes, 100u);          // G; logits and X2 died before the backward
+  EXPECT_EQ(w.forward_scratch_bytes, 50u);
+  // Peak: E + X1 + G + W1 + gradient(1) + IG1, at IG1 in backward/layer.1.
+  EXPECT_EQ(w.measured_peak_bytes, 100u + 100 + 100 + 40 + kGradient + 100);
+  EXPECT_EQ(w.peak_in, (RangeName{Phase::kBackward, 1}));
+  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kBoundary)], 200u);
+  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kAdapterGradient)], kGradient);
+
+  // The second wave of a step finds the gradients live: baseline, not pending.
+  const WaveLiveness& second = l.waves[3];
+  EXPECT_EQ(second.pending_gradient_bytes, (std::vector<uint64_t>{0, 0}));
+  EXPECT_EQ(second.gradient_live_at_start_bytes, (std::vector<uint64_t>{kGradient, kGradient}));
+  EXPECT_EQ(second.baseline_bytes, kWeights + 2 * kGradient);
+}
+
+TEST(LivenessGolden, ColdWavePairsWithWarmByRangeAndOrder) {
+  TempTrace trace("cold");
+  write_steps(trace.path, 10, 2);
+  const Liveness l = analyze_liveness(trace.path);
+  const WaveLiveness& cold = l.waves[0];
+  ASSERT_TRUE(cold.cold);
+  EXPECT_EQ(cold.warm_twin, 2);
+  EXPECT_EQ(cold.first_execution_bytes, kWarmUp);
+  EXPECT_EQ(cold.first_execution_at_peak_bytes, kWarmUp);
+  EXPECT_EQ(cold.measured_peak_bytes, l.waves[2].measured_peak_bytes + kWarmUp);
+  // The warm-up allocation does not count as workspace.
+  EXPECT_EQ(cold.workspace_bytes, 40u);
+}
+
+TEST(LivenessGolden, CalibrateFitsTermsExactly) {
+  TempTrace a("cal10"), b("cal20");
+  write_steps(a.path, 10, 2);
+  write_steps(b.path, 20, 2);
+  const Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
+  ASSERT_EQ(c.layers, 2);
+  for (const LinearTerm& t : c.boundary) {
+    EXPECT_NEAR(t.per_token, 10.0, 1e-9);
+    EXPECT_NEAR(t.intercept, 0.0, 1e-6);
+    EXPECT_EQ(t.margin_bytes, 0u);
+  }
+  EXPECT_NEAR(c.workspace.per_token, 4.0, 1e-9);
+  EXPECT_NEAR(c.input_gradient.per_token, 20.0, 1e-9);
+  EXPECT_NEAR(c.output.per_token, 10.0, 1e-9);
+  EXPECT_EQ(c.adapter_gradient_bytes.at("a"), (std::vector<uint64_t>{kGradient, kGradient}));
+  EXPECT_EQ(c.first_execution_bytes, kWarmUp);
+  EXPECT_EQ(c.first_execution_pairs, 4u);
+
+  // The JSON round trip keeps what check needs.
+  const Calibration back = calibration_from_json(calibration_to_json(c));
+  EXPECT_EQ(back.layers, 2);
+  EXPECT_EQ(back.workspace.bytes_at(30), c.workspace.bytes_at(30));
+  EXPECT_EQ(back.adapter_gradient_bytes, c.adapter_gradient_bytes);
+  EXPECT_THROW(calibration_from_json(CalibrationJson::object()), CalibrationError);
+}
+
+TEST(LivenessGolden, CheckPricesAHeldOutWave) {
+  TempTrace a("c10"), b("c20"), held("c30");
+  write_steps(a.path, 10, 2);
+  write_steps(b.path, 20, 2);
+  write_steps(held.path, 30, 2);
+  const Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
+  const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
+  ASSERT_EQ(rows.size(), 4u);
+  const CheckRow& r = rows[2];  // warm, 30 tokens, pending gradients
+  // Measured: E + X1 + G (300 each) + W1 120 + gradient 20 + IG1 300.
+  EXPECT_EQ(r.measured_peak_bytes, 1340u);
+  // Priced: retained 600 + adapter 20 (layer 1: 20; layer 0: 40 - 300 < 20)
+  // + workspace 120 + input gradient 600 + output 300.
+  EXPECT_EQ(r.price.components.retained, 600);
+  EXPECT_EQ(r.price.components.adapter_gradient, 20);
+  EXPECT_EQ(r.price.raw_bytes, 1640);
+  EXPECT_FALSE(r.under_estimate(false));
+  // Floor-only drops the adapter term; the warm wave pays no transient.
+  EXPECT_EQ(r.floor_price.raw_bytes, 1620);
+  EXPECT_EQ(r.price.components.transient, 0);
+  // The cold wave pays the calibrated first-execution allowance.
+  EXPECT_EQ(rows[0].price.components.transient, static_cast<pricing::Bytes>(kWarmUp));
+  // The second wave of the step finds its gradients live: nothing pending.
+  EXPECT_EQ(rows[3].price.components.adapter_gradient, 0);
+}
+
+TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
+  TempTrace a("u10"), held("u30");
+  write_steps(a.path, 10, 2);
+  write_steps(held.path, 30, 2);
+  // One token count: flat lines at the t = 10 (and 20) sizes cannot cover 30.
+  Calibration c = calibrate({analyze_liveness(a.path)});
+  c.workspace = LinearTerm{};
+  c.input_gradient = LinearTerm{};
+  c.output = LinearTerm{};
+  for (LinearTerm& t : c.boundary) t = LinearTerm{};
+  const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
+  ASSERT_FALSE(rows.empty());
+  EXPECT_TRUE(rows[2].under_estimate(false));
+}
+
+}  // namespace
+}  // namespace psc
