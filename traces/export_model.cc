@@ -237,7 +237,7 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
     if (i >= j) return;
     auto& d = diff_[static_cast<size_t>(category)];
     d[i] += l.alloc.bytes;
-    if (j < d.size()) d[j] -= l.alloc.bytes;
+    d[j] -= l.alloc.bytes;  // j <= samples so far, and d has one slot more
   }
 
   const ExportModel* model_;
@@ -261,7 +261,15 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
   std::vector<uint64_t> sample_ordinals_;  // non-decreasing
   std::vector<bool> sample_empty_;
   std::vector<SampleInfo> sample_info_;
-  std::array<std::vector<uint64_t>, kCategoryCount> diff_;  // wraps modulo 2^64; prefix sums are exact
+  // Per category, one slot per sample plus one for the next sample to come: a
+  // lifetime may end before that sample exists. Wraps modulo 2^64; the prefix
+  // sums are exact.
+  std::array<std::vector<uint64_t>, kCategoryCount> diff_ = make_diff();
+  static std::array<std::vector<uint64_t>, kCategoryCount> make_diff() {
+    std::array<std::vector<uint64_t>, kCategoryCount> d;
+    for (auto& v : d) v.assign(1, 0);
+    return d;
+  }
 };
 
 }  // namespace
@@ -274,21 +282,21 @@ ExportModel build_export_model(const std::string& trace, const ExportModelOption
   model.analysis = analyze_trace(trace, analysis_options);
   model.level = model.analysis.memory.level;
   for (const WaveReport& w : model.analysis.waves) model.waves.push_back(w.span);
+  if (!options.categories && options.sample_points == 0) return model;
   model.categories = std::make_unique<CategoryLog>();
   CategoryPass pass(model, *model.categories, options);
   read_trace(trace, pass);
   model.samples = pass.samples();
+  if (!options.categories) model.categories.reset();
   return model;
 }
 
 // ---- pass 3 helper ----------------------------------------------------------------
 
 ExportReplay::ExportReplay(const ExportModel& model, Listener* listener)
-    : model_(&model),
-      listener_(listener),
-      ranges_(default_range_parser()),
-      scope_(ranges_),
-      categories_(*model.categories) {}
+    : model_(&model), listener_(listener), ranges_(default_range_parser()), scope_(ranges_) {
+  if (model.categories) categories_ = std::make_unique<CategoryLog::Reader>(*model.categories);
+}
 
 CategoryBytes& ExportReplay::live_slot(int16_t device) {
   const size_t slot = static_cast<size_t>(device + 1);  // device -1 (host) is slot 0
@@ -359,7 +367,7 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     a.stream = e.stream;
     a.thread = e.thread;
     a.device = e.device;
-    a.category = categories_.next();
+    a.category = categories_ ? categories_->next() : Category::kOther;
     a.memory = e.memory;
     a.api = e.api;
     a.range = site.range;

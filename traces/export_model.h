@@ -88,8 +88,8 @@ struct ExportModel {
   std::string trace;
   Analysis analysis;
   MemoryLevel level = MemoryLevel::kAllocated;
-  std::vector<WaveSpan> waves;  // analysis.waves' spans, for the classifier's look-ahead
-  std::unique_ptr<CategoryLog> categories;
+  std::vector<WaveSpan> waves;              // analysis.waves' spans, for the classifier's look-ahead
+  std::unique_ptr<CategoryLog> categories;  // null when not asked for
   // Samples of live bytes by category: `sample_points` instants evenly spaced
   // over the trace, plus one exactly at the peak and at each wave's peak
   // (live there means what the analysis counts: allocated at or before the
@@ -98,6 +98,7 @@ struct ExportModel {
 };
 
 struct ExportModelOptions {
+  bool categories = true;    // false: skip pass 2 (ExportReplay then calls everything kOther)
   size_t sample_points = 0;  // 0: no samples (only exporters that draw charts need them)
   size_t timeline_points = 100;
 };
@@ -179,7 +180,7 @@ class ExportReplay {
   RangeTable ranges_;
   ScopeTracker scope_;
   MemoryReplay replay_;
-  CategoryLog::Reader categories_;
+  std::unique_ptr<CategoryLog::Reader> categories_;
   std::unordered_map<Key, Allocation, KeyHash> live_;
   std::vector<CategoryBytes> live_bytes_;  // indexed by device + 1
   std::vector<Lanes> lanes_;               // indexed by device + 1

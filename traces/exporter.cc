@@ -12,7 +12,7 @@ InputError::InputError(const std::string& path, const std::string& reason, uint6
       offset_(offset) {}
 
 const std::vector<const Exporter*>& exporters() {
-  static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter()};
+  static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter(), &html_exporter()};
   return all;
 }
 
