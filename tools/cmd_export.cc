@@ -62,6 +62,8 @@ ExportOptions parse(int argc, char** argv, const Exporter** exporter) {
     throw UsageError("--calibration applies to --format html only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && format != "nvtxt")
     throw UsageError("--nvtxt-time-base applies to --format nvtxt only, not '" + format + "'");
+  if (!o.nvtxt_time_base.empty() && o.nvtxt_time_base != "ClockMonotonicRaw" && o.nvtxt_time_base != "Manual")
+    throw UsageError("--nvtxt-time-base is ClockMonotonicRaw or Manual, not '" + o.nvtxt_time_base + "'");
   return o;
 }
 

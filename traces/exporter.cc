@@ -12,7 +12,8 @@ InputError::InputError(const std::string& path, const std::string& reason, uint6
       offset_(offset) {}
 
 const std::vector<const Exporter*>& exporters() {
-  static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter(), &html_exporter()};
+  static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter(), &html_exporter(),
+                                                   &nvtxt_exporter()};
   return all;
 }
 
