@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -145,8 +146,8 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
                 r.under_estimate(floor_only) ? "  UNDER" : "");
   }
   std::printf("\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave)\n");
-  std::printf("%-6s %5s %6s %12s %12s %14s %12s %16s\n", "trace", "wave", "tokens", "retained", "workspace",
-              "input_gradient", "output", "pending_gradient");
+  std::printf("%-6s %5s %6s %12s %12s %14s %12s %16s %12s\n", "trace", "wave", "tokens", "retained", "workspace",
+              "input_gradient", "output", "pending_gradient", "coincidence");
   last_trace.clear();
   trace_index = -1;
   for (const CheckRow& r : rows) {
@@ -156,8 +157,17 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
     }
     std::printf("%-6d %5d %6lld", trace_index, r.wave, static_cast<long long>(r.tokens));
     const int widths[] = {12, 12, 14, 12, 16};
-    for (size_t i = 0; i < r.terms.size() && i < 5; ++i) std::printf(" %*.0f", widths[i], -r.terms[i].residual());
-    std::printf("\n");
+    double terms_over = 0;
+    for (size_t i = 0; i < r.terms.size() && i < 5; ++i) {
+      const long long over = std::llround(-r.terms[i].residual());
+      terms_over += static_cast<double>(over);
+      std::printf(" %*lld", widths[i], over);
+    }
+    // The rest of the over-estimate: terms charged together whose maxima
+    // the wave did not reach at the same time (and the adapter term's shape).
+    const pricing::Price& p = floor_only ? r.floor_price : r.price;
+    std::printf(" %12lld\n", std::llround(static_cast<double>(p.raw_bytes) -
+                                          static_cast<double>(r.measured_peak_bytes) - terms_over));
   }
   std::printf("\n%s prices\n", floor_only ? "floor-only" : "full");
   for (const auto& [name, s] : {std::pair<const char*, const Summary&>{"cold", cold}, {"warm", warm}})
