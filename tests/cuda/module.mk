@@ -5,23 +5,26 @@ CUDA_CLIENT_DIR   := $(BUILD)/cuda
 # cudaGetDriverEntryPoint is deprecated in CUDA 13 and still what PyTorch calls.
 CUDA_CLIENT_FLAGS := $(CXXSTD) $(CXXFLAGS) $(WARN) -Wno-deprecated-declarations $(CPPFLAGS) -isystem $(CUDA_HOME)/include
 CUDA_CLIENTS      := $(addprefix $(CUDA_CLIENT_DIR)/,cudart_client torch_style_client threads_client fork_client vmm_client)
+# The doubles (tests/fakes/module.mk, included after this file: spelled out here).
+CUDA_CLIENT_RUNTIME := $(BUILD)/fakes/libcudart.so.13
+CUDA_CLIENT_DRIVER  := $(BUILD)/fakes/libcuda.so.1
 
 $(CUDA_CLIENT_DIR)/ptsz_calls.o: tests/cuda/ptsz_calls.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_CLIENT_FLAGS) -DCUDA_API_PER_THREAD_DEFAULT_STREAM -c $< -o $@
 
 $(CUDA_CLIENT_DIR)/cudart_client $(CUDA_CLIENT_DIR)/torch_style_client: $(CUDA_CLIENT_DIR)/%: tests/cuda/%.cc \
-    $(CUDA_CLIENT_DIR)/ptsz_calls.o $(FAKE_CUDART)
+    $(CUDA_CLIENT_DIR)/ptsz_calls.o $(CUDA_CLIENT_RUNTIME)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDA_CLIENT_FLAGS) $< $(CUDA_CLIENT_DIR)/ptsz_calls.o -o $@ $(FAKE_CUDART) -ldl -lpthread
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< $(CUDA_CLIENT_DIR)/ptsz_calls.o -o $@ $(CUDA_CLIENT_RUNTIME) -ldl -lpthread
 
-$(CUDA_CLIENT_DIR)/threads_client $(CUDA_CLIENT_DIR)/fork_client: $(CUDA_CLIENT_DIR)/%: tests/cuda/%.cc $(FAKE_CUDART)
+$(CUDA_CLIENT_DIR)/threads_client $(CUDA_CLIENT_DIR)/fork_client: $(CUDA_CLIENT_DIR)/%: tests/cuda/%.cc $(CUDA_CLIENT_RUNTIME)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(FAKE_CUDART) -ldl -lpthread
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(CUDA_CLIENT_RUNTIME) -ldl -lpthread
 
-$(CUDA_CLIENT_DIR)/vmm_client: tests/cuda/vmm_client.cc $(FAKE_CUDA)
+$(CUDA_CLIENT_DIR)/vmm_client: tests/cuda/vmm_client.cc $(CUDA_CLIENT_DRIVER)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(FAKE_CUDA) -ldl
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(CUDA_CLIENT_DRIVER) -ldl
 
 # An interposer of its own, preloaded after peakscope (RTLD_NEXT test).
 $(CUDA_CLIENT_DIR)/libnext_probe.so: tests/cuda/next_probe.cc | $(DEPS_STAMP)
@@ -29,9 +32,9 @@ $(CUDA_CLIENT_DIR)/libnext_probe.so: tests/cuda/next_probe.cc | $(DEPS_STAMP)
 	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ -ldl
 
 # A runtime user opened with RTLD_LOCAL (runtime lookup outside the global scope).
-$(CUDA_CLIENT_DIR)/liblocal_runtime.so: tests/cuda/local_runtime.cc $(FAKE_CUDART)
+$(CUDA_CLIENT_DIR)/liblocal_runtime.so: tests/cuda/local_runtime.cc $(CUDA_CLIENT_RUNTIME)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ $(FAKE_CUDART)
+	$(CXX) $(CUDA_CLIENT_FLAGS) -fPIC -shared $< -o $@ $(CUDA_CLIENT_RUNTIME)
 
 $(CUDA_CLIENT_DIR)/local_client: tests/cuda/local_client.cc
 	@mkdir -p $(dir $@)
@@ -44,6 +47,6 @@ TEST_EXTRA += $(CUDA_CLIENTS)
 # `make bench` also prints the cost of a hooked allocation pair, with and
 # without the preload, against the doubles (tools/bench-cuda-hooks).
 .PHONY: bench-cuda-hooks
-bench-cuda-hooks: $(CUDA_CLIENT_DIR)/cudart_client $(PRELOAD) $(FAKE_CUDA) $(FAKE_CUDART)
+bench-cuda-hooks: $(CUDA_CLIENT_DIR)/cudart_client $(PRELOAD) $(CUDA_CLIENT_DRIVER) $(CUDA_CLIENT_RUNTIME)
 	@BUILD=$(BUILD) tools/bench-cuda-hooks
 bench: bench-cuda-hooks
