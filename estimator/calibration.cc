@@ -125,7 +125,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   const size_t layers = static_cast<size_t>(c.layers);
 
   std::vector<Samples> boundary(layers);
-  Samples workspace, input_gradient, output;
+  Samples workspace, input_gradient, output, head_saved;
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
     for (const WaveLiveness& w : t.waves) {
@@ -135,9 +135,14 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
       for (size_t i = 0; i < layers; ++i)
         boundary[i].add(per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0);
-      workspace.add(w.tokens, w.workspace_bytes);
-      input_gradient.add(w.tokens, w.input_gradient_bytes);
-      output.add(w.tokens, w.output_bytes);
+      // Groups run their backward one at a time: the recomputed layer's
+      // workspace and the gradient flowing between layers are one group's.
+      workspace.add(per_group, w.workspace_bytes);
+      input_gradient.add(per_group, w.input_gradient_bytes);
+      // A wave of several groups shows the other groups' head state in its
+      // output; one group's own output is fitted from waves of one group.
+      if (w.groups <= 1) output.add(per_group, w.output_bytes);
+      head_saved.add(per_group, w.head_saved_bytes);
       // Exact: what this slot's backward made, per layer. Waves of several
       // slots cannot say which slot made which gradient; they are left out.
       if (w.slots.size() == 1) {
@@ -161,6 +166,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   c.workspace = fit_linear(workspace.tokens, workspace.bytes);
   c.input_gradient = fit_linear(input_gradient.tokens, input_gradient.bytes);
   c.output = fit_linear(output.tokens, output.bytes);
+  c.head_saved = fit_linear(head_saved.tokens, head_saved.bytes);
 
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
@@ -174,9 +180,11 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
         retained_fit += c.boundary[i].line(per_group) * static_cast<double>(std::max<int64_t>(1, w.groups));
       }
       r.terms.push_back({"retained", retained, retained_fit});
-      r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(w.tokens)});
-      r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(w.tokens)});
-      r.terms.push_back({"output", w.output_bytes, c.output.line(w.tokens)});
+      r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(per_group)});
+      r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(per_group)});
+      r.terms.push_back({"output", w.output_bytes,
+                         c.output.line(per_group) + static_cast<double>(std::max<int64_t>(0, w.groups - 1)) *
+                                                        c.head_saved.line(per_group)});
       c.residuals.push_back(std::move(r));
     }
   }
@@ -197,6 +205,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["workspace"] = term_to_json(c.workspace);
   j["input_gradient"] = term_to_json(c.input_gradient);
   j["output"] = term_to_json(c.output);
+  j["head_saved"] = term_to_json(c.head_saved);
   Json slots = Json::object();
   for (const auto& [slot, bytes] : c.adapter_gradient_bytes) slots[slot] = bytes;
   j["adapter_gradient_bytes"] = slots;
@@ -237,6 +246,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.workspace = term_from_json(field(j, "workspace", where), where + ".workspace");
   c.input_gradient = term_from_json(field(j, "input_gradient", where), where + ".input_gradient");
   c.output = term_from_json(field(j, "output", where), where + ".output");
+  c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
   const Json& slots = field(j, "adapter_gradient_bytes", where);
   if (!slots.is_object()) throw CalibrationError("calibration.adapter_gradient_bytes: must be an object");
   for (auto it = slots.begin(); it != slots.end(); ++it)

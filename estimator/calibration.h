@@ -69,7 +69,8 @@ struct Calibration {
   std::vector<LinearTerm> boundary;  // per decoder layer, per group's tokens
   LinearTerm workspace;
   LinearTerm input_gradient;
-  LinearTerm output;
+  LinearTerm output;      // per group, from waves of one group
+  LinearTerm head_saved;  // per group: held by each group whose backward has not run
   std::map<std::string, std::vector<uint64_t>> adapter_gradient_bytes;  // slot → per layer
   uint64_t first_execution_bytes = 0;
   size_t first_execution_pairs = 0;

@@ -26,9 +26,14 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   plan.transient_bytes = as_bytes(c.first_execution_bytes);
   plan.profiled = !w.cold;
   pricing::Forward forward;
-  forward.output_bytes = as_bytes(c.output.bytes_at(w.tokens));
-  forward.workspace_bytes = as_bytes(c.workspace.bytes_at(w.tokens));
-  forward.input_gradient_bytes = as_bytes(c.input_gradient.bytes_at(w.tokens));
+  // The running group's output, and the head state every group whose
+  // backward has not run yet still holds (all but one, in the worst order).
+  forward.output_bytes =
+      as_bytes(c.output.bytes_at(per_group) + static_cast<uint64_t>(groups - 1) * c.head_saved.bytes_at(per_group));
+  // One group's backward runs at a time: its recompute workspace and the
+  // gradient flowing between its layers are sized by its own tokens.
+  forward.workspace_bytes = as_bytes(c.workspace.bytes_at(per_group));
+  forward.input_gradient_bytes = as_bytes(c.input_gradient.bytes_at(per_group));
 
   // Gradients live when the wave began are consumed group by group in forward
   // order: they belong to slots whose gradients already exist.

@@ -169,6 +169,8 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.term);
     live[t] += s.delta;
+    if (s.term == Term::kOutput && s.ordinal < backward_start && s.delta > 0)
+      w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
     if (s.term == Term::kOutput && s.ordinal < backward_start) continue;
     max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));

@@ -78,6 +78,9 @@ struct WaveLiveness {
   uint64_t workspace_bytes = 0;       // max live
   uint64_t input_gradient_bytes = 0;  // max live
   uint64_t output_bytes = 0;          // max live during the backward
+  // Max live output-term bytes before the backward begins: what the head
+  // holds after its forward. A group whose backward has not run yet holds it.
+  uint64_t head_saved_bytes = 0;
   uint64_t forward_scratch_bytes = 0; // max live (not priced)
 
   // Every allocation made in the wave, by term: total bytes and count.
