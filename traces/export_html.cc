@@ -8,19 +8,23 @@
 //     between samples;
 //   - per wave: the wave table and the per-layer bars (boundary, adapter
 //     gradient, workspace, other) at the wave's peak;
-//   - the accuracy table when a calibration is given (not available yet: this
-//     version has no calibration; the page says so).
+//   - the accuracy table when a calibration is given: each wave priced as
+//     `peakscope check` prices it (estimator/check.h), against its measured peak.
 // Every figure is also in a data-psc attribute with its exact value, so a test
 // can read the rendered DOM and compare it with `report --json`.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "estimator/analysis_json.h"
+#include "estimator/calibration.h"
+#include "estimator/check.h"
+#include "estimator/liveness.h"
 #include "traces/export_formats.h"
 #include "traces/export_model.h"
 #include "traces/export_output.h"
@@ -66,8 +70,9 @@ uint64_t axis_top(uint64_t v) {
 
 class HtmlWriter {
  public:
-  HtmlWriter(const ExportModel& model, OutputFile& out, const ExportOptions& options)
-      : model_(model), a_(model.analysis), out_(out), options_(options) {}
+  HtmlWriter(const ExportModel& model, OutputFile& out, const ExportOptions& options,
+             const std::vector<CheckRow>* check)
+      : model_(model), a_(model.analysis), out_(out), options_(options), check_(check) {}
 
   void write() {
     const std::string title = std::filesystem::path(model_.trace).filename().string();
@@ -333,22 +338,72 @@ class HtmlWriter {
 
   void accuracy() {
     out_.write("<h2>Accuracy</h2>\n");
-    if (options_.calibration.empty()) {
+    if (!check_) {
       out_.write("<p>No calibration given (<code>--calibration CAL.json</code>), so no accuracy table.</p>\n");
       return;
     }
-    out_.write(fmt::format(
-        "<p class=\"note\" id=\"accuracy-unavailable\">Accuracy table not available: this version of peakscope has no "
-        "calibration (<code>peakscope calibrate</code> is not implemented yet), so <code>{}</code> was not read and "
-        "nothing was priced.</p>\n",
-        html_escape(options_.calibration)));
+    out_.write(
+        fmt::format("<p class=\"meta\">Each wave priced with <code>{}</code> (what <code>peakscope check</code> "
+                    "prints); raw error = raw / measured &minus; 1, admitted error = required / measured "
+                    "&minus; 1. An under-estimate is an OOM.</p>\n",
+                    html_escape(options_.calibration)));
+    out_.write(
+        "<table id=\"accuracy-table\"><tr><th>wave</th><th>tokens</th><th>cold</th><th>measured peak</th>"
+        "<th>raw</th><th>required</th><th>raw error</th><th>admitted error</th><th class=\"l\"></th></tr>\n");
+    size_t under[2] = {0, 0}, waves[2] = {0, 0};
+    for (const CheckRow& r : *check_) {
+      const std::string i = std::to_string(r.wave);
+      const double admitted =
+          r.measured_peak_bytes
+              ? static_cast<double>(r.price.required_bytes) / static_cast<double>(r.measured_peak_bytes) - 1
+              : 0.0;
+      const bool is_under = r.under_estimate(false);
+      under[r.cold] += is_under;
+      ++waves[r.cold];
+      out_.write(fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td>{}{}{}<td data-psc=\"accuracy_{}_raw_error\" data-value=\"{:.6f}\">"
+          "{:+.2f}%</td><td data-psc=\"accuracy_{}_admitted_error\" data-value=\"{:.6f}\">{:+.2f}%</td><td "
+          "class=\"l\">{}</td></tr>\n",
+          i, r.tokens, r.cold ? "yes" : "no",
+          bytes_cell(r.measured_peak_bytes, "accuracy_" + i + "_measured_peak_bytes"),
+          bytes_cell(static_cast<uint64_t>(r.price.raw_bytes), "accuracy_" + i + "_raw_bytes"),
+          bytes_cell(static_cast<uint64_t>(r.price.required_bytes), "accuracy_" + i + "_required_bytes"), i,
+          r.raw_error, r.raw_error * 100, i, admitted, admitted * 100, is_under ? "<b>UNDER-ESTIMATE</b>" : ""));
+    }
+    out_.write("</table>\n");
+    out_.write(
+        fmt::format("<p>cold waves: {}, under-estimates <b>{}</b>; warm waves: {}, under-estimates <b>{}</b>; "
+                    "<span data-psc=\"under_estimates\">{}</span> in all.</p>\n",
+                    waves[1], under[1], waves[0], under[0], under[0] + under[1]));
   }
 
   const ExportModel& model_;
   const Analysis& a_;
   OutputFile& out_;
   const ExportOptions& options_;
+  const std::vector<CheckRow>* check_;  // null without a calibration
 };
+
+// The accuracy rows `peakscope check` would print for this trace.
+std::vector<CheckRow> accuracy_rows(const std::string& trace, const std::string& calibration_path) {
+  std::ifstream in(calibration_path, std::ios::binary);
+  if (!in) throw InputError(calibration_path, "cannot read the calibration file");
+  std::stringstream text;
+  text << in.rdbuf();
+  Calibration calibration;
+  try {
+    calibration = calibration_from_json(CalibrationJson::parse(text.str()));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(calibration_path, std::string("not valid JSON: ") + e.what());
+  } catch (const CalibrationError& e) {
+    throw InputError(calibration_path, e.what());
+  }
+  const Liveness liveness = analyze_liveness(trace);
+  if (liveness.layers != calibration.layers)
+    throw InputError(calibration_path, fmt::format("calibrated for {} decoder layers, but {} has {}",
+                                                   calibration.layers, trace, liveness.layers));
+  return check_trace(calibration, liveness);
+}
 
 class HtmlExporter : public Exporter {
  public:
@@ -357,18 +412,13 @@ class HtmlExporter : public Exporter {
     return "one self-contained HTML report: live bytes by category over time, per-layer bars per wave, peak table";
   }
   void write(const ExportOptions& options) const override {
-    if (!options.calibration.empty()) {
-      if (!std::ifstream(options.calibration).good())
-        throw InputError(options.calibration, "cannot read the calibration file");
-      emit_warning(options.warn, "--calibration " + options.calibration +
-                                     ": calibration is not available yet in this version of peakscope (no `peakscope "
-                                     "calibrate`); the report says so instead of an accuracy table");
-    }
+    std::vector<CheckRow> rows;
+    if (!options.calibration.empty()) rows = accuracy_rows(options.trace, options.calibration);
     ExportModelOptions model_options;
     model_options.sample_points = kSamplePoints;
     const ExportModel model = build_export_model(options.trace, model_options);
     OutputFile out(options.output);
-    HtmlWriter(model, out, options).write();
+    HtmlWriter(model, out, options, options.calibration.empty() ? nullptr : &rows).write();
     out.commit();
   }
 };

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Checks a rendered peakscope HTML report (tests/html/check_html.sh).
 
-  check_dom.py DOM.html REPORT.json SCREENSHOT.png
+  check_dom.py DOM.html REPORT.json SCREENSHOT.png [CHECK.json]
 
 DOM.html is Chromium's --dump-dom of the page, REPORT.json what
 `peakscope report --json` printed for the same trace. Checks that every figure
-the page carries (data-psc attributes) is the report's, and that the
+the page carries (data-psc attributes) is the report's (the accuracy table's
+are those of `peakscope check --json`, CHECK.json), and that the
 screenshot is not blank: it must show the page's ink and the colours of the
 categories that were live at the peak. Prints "ok NAME" / "not ok NAME" lines;
 exits 1 on any failure. Standard library only (PNG decoded with zlib).
@@ -121,6 +122,18 @@ def main():
         for row in w["layers_at_peak"]:
             for field in ("boundary_bytes", "adapter_gradient_bytes", "workspace_bytes", "other_bytes"):
                 same("wave_%s_layer_%d_%s" % (i, row["layer"], field), row[field])
+
+    if len(sys.argv) > 4:
+        checked = json.load(open(sys.argv[4]))
+        for w in checked["waves"]:
+            i = "accuracy_%d_" % w["wave"]
+            for field in ("measured_peak_bytes", "raw_bytes", "required_bytes"):
+                same(i + field, w[field])
+            for field in ("raw_error", "admitted_error"):
+                page = f.get(i + field)
+                check("dom %s%s = %.6f" % (i, field, w[field]),
+                      page is not None and abs(float(page) - w[field]) < 1e-6, "page has %r" % page)
+        same("under_estimates", checked["summary"]["cold"]["under_estimates"] + checked["summary"]["warm"]["under_estimates"])
 
     width, height, channels, rows = png_pixels(png_path)
     counts, ink = {}, 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders the HTML export of the fixture trace in headless Chromium (Debian's
 # chromium, installed by tools/ensure-deps viewers) and checks the screenshot
-# is not blank and the figures in the rendered DOM are `report --json`'s.
+# is not blank and the figures in the rendered DOM are `report --json`'s and,
+# for the accuracy table, `check --json`'s.
 #   tests/html/check_html.sh [PEAKSCOPE] [TRACE]
 # Prints "ok NAME" / "not ok NAME"; exits 1 on a failure. Nothing leaves the
 # machine: the page is a local file and Chromium runs with networking off.
@@ -18,8 +19,12 @@ if ! command -v chromium >/dev/null; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$PEAKSCOPE" export "$TRACE" --format html -o "$work/report.html" >/dev/null || { echo "not ok html export"; exit 1; }
+# Calibrated on the trace itself, so the page has its accuracy table too.
+"$PEAKSCOPE" calibrate "$TRACE" -o "$work/cal.json" >/dev/null || { echo "not ok calibrate"; exit 1; }
+"$PEAKSCOPE" export "$TRACE" --format html --calibration "$work/cal.json" -o "$work/report.html" >/dev/null ||
+  { echo "not ok html export"; exit 1; }
 "$PEAKSCOPE" report "$TRACE" --json >"$work/report.json" || { echo "not ok report --json"; exit 1; }
+"$PEAKSCOPE" check --calibration "$work/cal.json" "$TRACE" --json >"$work/check.json"  # exit 1 = an under-estimate
 chrome() {
   timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --user-data-dir="$(mktemp -d -p "$work")" \
@@ -33,4 +38,4 @@ if [ ! -s "$work/shot.png" ] || [ ! -s "$work/dom.html" ]; then
   exit 1
 fi
 echo "ok chromium rendered the report"
-/usr/bin/python3 tests/html/check_dom.py "$work/dom.html" "$work/report.json" "$work/shot.png"
+/usr/bin/python3 tests/html/check_dom.py "$work/dom.html" "$work/report.json" "$work/shot.png" "$work/check.json"

@@ -12,7 +12,10 @@
 
 #include "estimator/analysis.h"
 #include "estimator/analysis_json.h"
+#include "estimator/calibration.h"
+#include "estimator/check.h"
 #include "estimator/lifetimes.h"
+#include "estimator/liveness.h"
 #include "tests/unit/export_test_support.h"
 #include "traces/export_model.h"
 #include "traces/exporter.h"
@@ -129,15 +132,28 @@ TEST_F(HtmlExport, IsSelfContained) {
   EXPECT_EQ(html.find("src="), std::string::npos);
 }
 
-TEST_F(HtmlExport, SaysPlainlyThatCalibrationIsNotAvailableYet) {
+TEST_F(HtmlExport, AccuracyTableIsWhatCheckPrices) {
   EXPECT_NE(export_html().find("No calibration given"), std::string::npos);
+  const Liveness liveness = analyze_liveness(trace_);
+  const Calibration calibration = calibrate({liveness});
   const std::string cal = dir_.file("cal.json");
-  test::write_file(cal, "{}");
-  const std::string html = export_html(cal);
-  EXPECT_NE(html.find("id=\"accuracy-unavailable\""), std::string::npos);
-  ASSERT_EQ(warnings_.size(), 1u);
-  EXPECT_NE(warnings_[0].find("not available yet"), std::string::npos);
+  test::write_file(cal, calibration_to_json(calibration).dump());
+  const std::vector<CheckRow> rows = check_trace(calibration, liveness);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto f = figures(export_html(cal));
+  size_t under = 0;
+  for (const CheckRow& r : rows) {
+    const std::string i = "accuracy_" + std::to_string(r.wave) + "_";
+    EXPECT_EQ(f.at(i + "measured_peak_bytes"), std::to_string(r.measured_peak_bytes));
+    EXPECT_EQ(f.at(i + "raw_bytes"), std::to_string(r.price.raw_bytes));
+    EXPECT_EQ(f.at(i + "required_bytes"), std::to_string(r.price.required_bytes));
+    EXPECT_NEAR(std::stod(f.at(i + "raw_error")), r.raw_error, 1e-6);
+    under += r.under_estimate(false);
+  }
+  EXPECT_EQ(f.at("under_estimates"), std::to_string(under));
   EXPECT_THROW(export_html(dir_.file("missing.json")), InputError);
+  test::write_file(cal, "{\"not\": \"a calibration\"}");
+  EXPECT_THROW(export_html(cal), InputError);
 }
 
 // tests/html/check_html.sh renders the export of this committed copy.
