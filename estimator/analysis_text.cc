@@ -171,7 +171,8 @@ void render_waves(const Analysis& a, const TextOptions& options, Out& out) {
   }
   if (!options.wave_layers) return;
   for (const WaveReport& w : a.waves) {
-    out += fmt::format("\nwave {} at its peak ({}): per layer\n", w.span.index, human_bytes(w.peak.bytes));
+    const std::string in = w.peak.site.reached ? ", in " + where(w.peak.site) : "";
+    out += fmt::format("\nwave {} at its peak ({}{}): per layer\n", w.span.index, human_bytes(w.peak.bytes), in);
     render_layers(w.peak.live.layers, out, "  ");
   }
 }

@@ -1,0 +1,87 @@
+"""calibrate and check through the real recorder, on a tiny workload.
+
+Calibrates on waves of 8 and 64 tokens, checks waves of 16 and 48 tokens it
+has not seen. Skipped until build/peakscope and the preload library exist.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from tests.python import support
+
+CLI = os.path.join(support.REPO, "build", "peakscope")
+PRELOAD = os.path.join(support.REPO, "build", "libpeakscope_preload.so")
+SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
+SIZES = ["--layers", "4", "--hidden", "32", "--heads", "2", "--intermediate", "64", "--rank", "8",
+         "--vocab", "64", "--attention-block", "16"]
+KEYS = {"tokens", "cold", "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "admitted_error"}
+
+
+def run(*arguments):
+    return subprocess.run([CLI, *arguments], capture_output=True, text=True, timeout=120)
+
+
+@unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD),
+                     "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class CalibrationTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
+        environment["PEAKSCOPE_HOST_MIN_BYTES"] = "256"
+        cls.paths = {}
+        for name, tokens in (("calibration", "8,64"), ("held_out", "16,48")):
+            path = os.path.join(cls.directory.name, name + ".pstrace")
+            subprocess.run([CLI, "record", "--host", "-o", path, "--", sys.executable, SCRIPT, "--steps", "2",
+                            "--tokens", tokens] + SIZES, check=True, capture_output=True, env=environment,
+                           timeout=300)
+            cls.paths[name] = path
+        cls.calibration = os.path.join(cls.directory.name, "cal.json")
+        cls.calibrate = run("calibrate", cls.paths["calibration"], "-o", cls.calibration)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    def test_calibration_file(self):
+        self.assertEqual(self.calibrate.returncode, 0, self.calibrate.stderr)
+        with open(self.calibration) as f:
+            calibration = json.load(f)
+        self.assertEqual(calibration["layers"], 4)
+        self.assertEqual(len(calibration["boundary_per_group"]), 4)
+        # Adapter gradients are exact: every layer has the same adapters.
+        gradients = calibration["adapter_gradient_bytes"]["a"]
+        self.assertEqual(len(set(gradients)), 1, gradients)
+        self.assertGreater(gradients[0], 0)
+        self.assertEqual(len(calibration["residuals"]), 4)
+
+    def test_check_on_held_out_waves(self):
+        self.assertEqual(self.calibrate.returncode, 0, self.calibrate.stderr)
+        check = run("check", "--calibration", self.calibration, self.paths["held_out"], "--json")
+        result = json.loads(check.stdout)
+        self.assertEqual(check.returncode, 1 if result["under_estimates"] else 0, check.stderr)
+        waves = result["waves"]
+        self.assertEqual([(w["tokens"], w["cold"]) for w in waves], [(16, True), (48, True), (16, False), (48, False)])
+        for wave in waves:
+            self.assertTrue(KEYS <= wave.keys(), wave.keys())
+            self.assertGreaterEqual(wave["required_bytes"], wave["raw_bytes"])
+        # The first wave of a step has pending gradients: floor-only prices it lower.
+        self.assertLess(waves[0]["floor_raw_bytes"], waves[0]["raw_bytes"])
+        self.assertEqual(waves[1]["floor_raw_bytes"], waves[1]["raw_bytes"])
+        self.assertEqual(result["under_estimates"], 0, json.dumps(waves, indent=1))
+
+    def test_text_table_and_bad_input(self):
+        self.assertEqual(self.calibrate.returncode, 0, self.calibrate.stderr)
+        text = run("check", "--calibration", self.calibration, self.paths["held_out"])
+        self.assertIn("under_estimates 0", text.stdout)
+        self.assertEqual(run("check", self.paths["held_out"]).returncode, 2)
+        self.assertEqual(run("check", "--calibration", self.paths["held_out"], self.paths["held_out"]).returncode, 2)
+        self.assertEqual(run("calibrate", self.paths["held_out"]).returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
