@@ -129,7 +129,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
     for (const WaveLiveness& w : t.waves) {
-      if (w.tokens <= 0) continue;
+      if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       ++c.waves;
       const int64_t per_group = group_tokens(w);
       const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
@@ -170,7 +170,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
 
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
-      if (w.tokens <= 0) continue;
+      if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       WaveResiduals r{t.path, w.index, w.tokens, w.cold, {}};
       uint64_t retained = 0;
       double retained_fit = 0;

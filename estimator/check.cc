@@ -16,32 +16,29 @@ double error_of(Bytes priced, uint64_t measured) {
 
 }  // namespace
 
-pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
-  const size_t layers = static_cast<size_t>(c.layers);
-  const int64_t groups = std::max<int64_t>(1, w.groups);
-  const int64_t per_group = w.tokens / groups;
+namespace {
 
-  pricing::Plan plan;
-  plan.safety_factor = c.safety_factor;
-  plan.transient_bytes = as_bytes(c.first_execution_bytes);
-  plan.profiled = !w.cold;
+// One forward of `tokens` tokens in `groups` groups training `slots` in order.
+// `live_at_start` (per layer) is what the trace shows of adapter gradients
+// live when the wave began; groups consume it in forward order.
+pricing::Forward forward_for(const Calibration& c, int64_t tokens, int64_t groups,
+                             const std::vector<std::string>& slots, bool floor_only,
+                             std::vector<uint64_t>& live_at_start) {
+  const size_t layers = static_cast<size_t>(c.layers);
+  groups = std::max<int64_t>(1, groups);
+  const int64_t per_group = tokens / groups;
   pricing::Forward forward;
-  // The running group's output, and the head state every group whose
-  // backward has not run yet still holds (all but one, in the worst order).
-  forward.output_bytes =
-      as_bytes(c.output.bytes_at(per_group) + static_cast<uint64_t>(groups - 1) * c.head_saved.bytes_at(per_group));
   // One group's backward runs at a time: its recompute workspace and the
-  // gradient flowing between its layers are sized by its own tokens.
+  // gradient flowing between its layers are sized by its own tokens. The
+  // running group's output, and the head state every group whose backward
+  // has not run yet still holds (all but one, in the worst order).
   forward.workspace_bytes = as_bytes(c.workspace.bytes_at(per_group));
   forward.input_gradient_bytes = as_bytes(c.input_gradient.bytes_at(per_group));
-
-  // Gradients live when the wave began are consumed group by group in forward
-  // order: they belong to slots whose gradients already exist.
-  std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
-  live_at_start.resize(layers, 0);
+  forward.output_bytes =
+      as_bytes(c.output.bytes_at(per_group) + static_cast<uint64_t>(groups - 1) * c.head_saved.bytes_at(per_group));
   for (int64_t g = 0; g < groups; ++g) {
     pricing::Group group;
-    if (static_cast<size_t>(g) < w.slots.size()) group.slot = w.slots[static_cast<size_t>(g)];
+    if (static_cast<size_t>(g) < slots.size()) group.slot = slots[static_cast<size_t>(g)];
     group.boundary_bytes.resize(layers);
     group.pending_gradient_bytes.assign(layers, 0);
     for (size_t i = 0; i < layers; ++i) group.boundary_bytes[i] = as_bytes(c.boundary[i].bytes_at(per_group));
@@ -55,7 +52,32 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
     }
     forward.groups.push_back(std::move(group));
   }
-  plan.forwards.push_back(std::move(forward));
+  return forward;
+}
+
+}  // namespace
+
+pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
+  pricing::Plan plan;
+  plan.safety_factor = c.safety_factor;
+  plan.transient_bytes = as_bytes(c.first_execution_bytes);
+  plan.profiled = !w.cold;
+  std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
+  live_at_start.resize(static_cast<size_t>(c.layers), 0);
+  if (w.children.empty()) {
+    plan.forwards.push_back(forward_for(c, w.tokens, w.groups, w.slots, floor_only, live_at_start));
+    return plan;
+  }
+  // A split: every child's graph stays live until one backward. Autograd
+  // holds each parameter's gradient from the first child's backward in the
+  // parameter's input buffer until the last child's arrives, and only then
+  // adds it to .grad: a split wave has its gradients pending whether or not
+  // .grad exists (seen in the trace as a layer's gradient-sized allocation
+  // made by one child's backward and freed by another's).
+  for (const WaveLiveness::Child& child : w.children) {
+    std::vector<uint64_t> live(static_cast<size_t>(c.layers), 0);
+    plan.forwards.push_back(forward_for(c, child.tokens, child.groups, child.slots, floor_only, live));
+  }
   return plan;
 }
 
@@ -83,8 +105,9 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     for (uint64_t b : w.boundary_bytes) retained += b;
     for (uint64_t p : w.pending_gradient_bytes) pending += p;
     uint64_t pending_priced = 0;
-    for (const pricing::Group& g : plan.forwards[0].groups)
-      for (Bytes p : g.pending_gradient_bytes) pending_priced += static_cast<uint64_t>(p);
+    for (const pricing::Forward& f : plan.forwards)
+      for (const pricing::Group& g : f.groups)
+        for (Bytes p : g.pending_gradient_bytes) pending_priced += static_cast<uint64_t>(p);
     row.terms = {
         {"retained", retained, static_cast<double>(k.retained)},
         {"workspace", w.workspace_bytes, static_cast<double>(k.workspace)},

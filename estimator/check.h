@@ -2,9 +2,9 @@
 // wave of a trace, the plan the calibration and the wave's payload give, priced
 // by the pricing library, against the wave's measured peak.
 //
-// The plan of a wave: one forward (split children are not priced yet: their
-// payload is ignored and such a wave prices as one forward of all its tokens);
-// `groups` gradient groups of tokens/groups each, the payload's slots in order;
+// The plan of a wave: one forward, or one per child of a split wave (payload
+// "children"); `groups` gradient groups of tokens/groups each, the payload's
+// slots in order;
 // each group's pending gradients are its slot's calibrated adapter-gradient
 // bytes less what the trace shows already live when the wave began (the
 // trainer's pending state, read, not assumed); the transient only for a cold

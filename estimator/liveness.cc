@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "estimator/analysis_scope.h"
@@ -197,6 +198,29 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
   }
 }
 
+// Children of a split wave, from the raw payload (the report's parser keeps
+// only the fields every wave has). A child without slots trains the wave's.
+std::vector<WaveLiveness::Child> children_of(const WavePayload& p) {
+  std::vector<WaveLiveness::Child> out;
+  const nlohmann::json j = nlohmann::json::parse(p.raw, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("children") || !j["children"].is_array()) return out;
+  for (const nlohmann::json& c : j["children"]) {
+    if (!c.is_object() || !c.contains("tokens") || !c["tokens"].is_number_integer()) return {};
+    WaveLiveness::Child child;
+    child.tokens = c["tokens"].get<int64_t>();
+    if (c.contains("groups") && c["groups"].is_number_integer()) child.groups = c["groups"].get<int64_t>();
+    if (c.contains("slots") && c["slots"].is_array()) {
+      for (const nlohmann::json& s : c["slots"])
+        if (s.is_string()) child.slots.push_back(s.get<std::string>());
+    } else {
+      child.slots = p.slots;
+    }
+    if (child.tokens <= 0 || child.groups < 1) return {};
+    out.push_back(std::move(child));
+  }
+  return out;
+}
+
 WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   WaveLiveness w;
   w.index = r.span.index;
@@ -206,6 +230,7 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   w.groups = p.groups.value_or(1);
   w.slots = p.slots;
   w.payload_raw = p.raw;
+  w.children = children_of(p);
   w.baseline_bytes = r.baseline_bytes;
   w.measured_peak_bytes = r.measured_peak_bytes();
   w.peak_in = r.peak.site.parsed;

@@ -64,6 +64,14 @@ struct WaveLiveness {
   int64_t groups = 1;
   std::vector<std::string> slots;
   std::string payload_raw;
+  // A split wave's children (payload "children": [{"tokens", "groups",
+  // "slots"}, ...]); empty for an ordinary wave.
+  struct Child {
+    int64_t tokens = 0;
+    int64_t groups = 1;
+    std::vector<std::string> slots;
+  };
+  std::vector<Child> children;
 
   uint64_t baseline_bytes = 0;
   uint64_t measured_peak_bytes = 0;
