@@ -13,12 +13,12 @@ InputError::InputError(const std::string& path, const std::string& reason, uint6
 
 const std::vector<const Exporter*>& exporters() {
   static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter(), &html_exporter(),
-                                                   &nvtxt_exporter()};
+                                                   &nvtxt_exporter(), &nsys_sqlite_exporter()};
   return all;
 }
 
 const std::vector<const Importer*>& importers() {
-  static const std::vector<const Importer*> all = {};
+  static const std::vector<const Importer*> all = {&nsys_sqlite_importer()};
   return all;
 }
 
