@@ -139,8 +139,6 @@ PSC_HIDDEN CUresult psc_cuMemFreeAsync_ptsz(CUdeviceptr address, CUstream stream
 
 // ---- pinned host memory ----------------------------------------------------------
 
-// The trace format has one API value for the driver's pinned-host family:
-// cuMemAllocHost_v2 and cuMemHostAlloc record as cuMemHostAlloc.
 PSC_HIDDEN CUresult psc_cuMemAllocHost_v2(void** out, size_t bytes) {
   using Fn = CUresult (*)(void**, size_t);
   Fn real = driver_real<Fn>(DriverFn::kMemAllocHost_v2);
@@ -148,7 +146,7 @@ PSC_HIDDEN CUresult psc_cuMemAllocHost_v2(void** out, size_t bytes) {
   if (!psc::rt::enabled()) return real(out, bytes);
   psc::rt::HookGuard guard;
   const CUresult r = real(out, bytes);
-  after_alloc(guard, r, Api::kCuMemHostAlloc, MemoryKind::kPinnedHost, out ? reinterpret_cast<uint64_t>(*out) : 0,
+  after_alloc(guard, r, Api::kCuMemAllocHost, MemoryKind::kPinnedHost, out ? reinterpret_cast<uint64_t>(*out) : 0,
               bytes, -1, 0);
   return r;
 }
@@ -173,8 +171,6 @@ PSC_HIDDEN CUresult psc_cuMemFreeHost(void* p) {
   return real(p);
 }
 // Registration pins memory the application already has (MemoryKind::kRegisteredHost).
-// The format has no cuMemHostRegister value: the pair records as
-// cuMemHostAlloc / cuMemFreeHost, told apart by the memory kind.
 PSC_HIDDEN CUresult psc_cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
   using Fn = CUresult (*)(void*, size_t, unsigned int);
   Fn real = driver_real<Fn>(DriverFn::kMemHostRegister_v2);
@@ -182,7 +178,7 @@ PSC_HIDDEN CUresult psc_cuMemHostRegister_v2(void* p, size_t bytes, unsigned int
   if (!psc::rt::enabled()) return real(p, bytes, flags);
   psc::rt::HookGuard guard;
   const CUresult r = real(p, bytes, flags);
-  after_alloc(guard, r, Api::kCuMemHostAlloc, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), bytes, -1, 0);
+  after_alloc(guard, r, Api::kCuMemHostRegister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), bytes, -1, 0);
   return r;
 }
 PSC_HIDDEN CUresult psc_cuMemHostUnregister(void* p) {
@@ -191,7 +187,7 @@ PSC_HIDDEN CUresult psc_cuMemHostUnregister(void* p) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!p || !psc::rt::enabled()) return real(p);
   psc::rt::HookGuard guard;
-  record_free(guard, Api::kCuMemFreeHost, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), 0, driver_device);
+  record_free(guard, Api::kCuMemHostUnregister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), 0, driver_device);
   return real(p);
 }
 

@@ -70,6 +70,9 @@ enum class Api : uint8_t {
   kCuMemRelease = 41,
   kCuMemMap = 42,
   kCuMemUnmap = 43,
+  kCuMemAllocHost = 44,
+  kCuMemHostRegister = 45,
+  kCuMemHostUnregister = 46,
   kTorchPluggable = 48,
   kImported = 64,  // converted from another tool's trace
 };

@@ -364,6 +364,9 @@ const char* api_name(Api api) {
     case Api::kCuMemRelease: return "cuMemRelease";
     case Api::kCuMemMap: return "cuMemMap";
     case Api::kCuMemUnmap: return "cuMemUnmap";
+    case Api::kCuMemAllocHost: return "cuMemAllocHost";
+    case Api::kCuMemHostRegister: return "cuMemHostRegister";
+    case Api::kCuMemHostUnregister: return "cuMemHostUnregister";
     case Api::kTorchPluggable: return "torch_pluggable";
     case Api::kImported: return "imported";
   }

@@ -113,9 +113,9 @@ TEST(CudaDriver, DirectlyLinkedDriverCallsAreRecordedThroughOurExports) {
   const Want wants[] = {
       {Api::kCuMemAlloc, MemoryKind::kDevice, 777777, 0},
       {Api::kCuMemAllocManaged, MemoryKind::kManaged, 888888, 0},
-      {Api::kCuMemHostAlloc, MemoryKind::kPinnedHost, 99999, -1},
+      {Api::kCuMemAllocHost, MemoryKind::kPinnedHost, 99999, -1},
       {Api::kCuMemHostAlloc, MemoryKind::kPinnedHost, 111111, -1},
-      {Api::kCuMemHostAlloc, MemoryKind::kRegisteredHost, 1 << 16, -1},
+      {Api::kCuMemHostRegister, MemoryKind::kRegisteredHost, 1 << 16, -1},
       {Api::kCuMemAllocAsync, MemoryKind::kPool, 123456, 0},
   };
   for (const Want& w : wants) {

@@ -30,9 +30,9 @@ TEST(CudaRuntime, EveryRuntimeAllocationIsRecordedOnceWithSizeKindDeviceAndStrea
   const Expected expected[] = {
       {Api::kCudaMalloc, MemoryKind::kDevice, 1048577, "device", 0, 0, Api::kCuMemAlloc},
       {Api::kCudaMallocManaged, MemoryKind::kManaged, 3u << 20, "managed", 0, 0, Api::kCuMemAllocManaged},
-      {Api::kCudaMallocHost, MemoryKind::kPinnedHost, 65536, "host", -1, 0, Api::kCuMemHostAlloc},
+      {Api::kCudaMallocHost, MemoryKind::kPinnedHost, 65536, "host", -1, 0, Api::kCuMemAllocHost},
       {Api::kCudaHostAlloc, MemoryKind::kPinnedHost, 131072, "host_alloc", -1, 0, Api::kCuMemHostAlloc},
-      {Api::kCudaHostRegister, MemoryKind::kRegisteredHost, 262144, "registered", -1, 0, Api::kCuMemHostAlloc},
+      {Api::kCudaHostRegister, MemoryKind::kRegisteredHost, 262144, "registered", -1, 0, Api::kCuMemHostRegister},
       {Api::kCudaMallocAsync, MemoryKind::kPool, 5u << 20, "async", 0, -1, Api::kCuMemAllocAsync},
       {Api::kCudaMallocAsync, MemoryKind::kPool, 6u << 20, "async_ptsz", 0, 2, Api::kCuMemAllocAsync},
       {Api::kCudaMallocFromPoolAsync, MemoryKind::kPool, 7u << 20, "pooled", 0, -1, Api::kCuMemAllocFromPoolAsync},
