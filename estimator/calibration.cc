@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <iterator>
+#include <map>
 
 namespace psc {
 namespace {
@@ -79,32 +80,58 @@ uint64_t LinearTerm::bytes_at(int64_t tokens) const {
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
 }
 
+// The upper envelope: among lines on or above every point, the one with the
+// least total excess. In one dimension it lies along an edge of the points'
+// upper convex hull, so trying the line through every pair of distinct token
+// counts (and the flat line at the largest value) finds it. A least-squares
+// line lifted by its largest residual would also cover every point, but its
+// slope is pulled by small waves and can fall below a quantity that is
+// slightly convex in tokens between calibration points.
 LinearTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes) {
   LinearTerm t;
   t.points = tokens.size();
   if (tokens.empty()) return t;
-  const double n = static_cast<double>(tokens.size());
-  double mx = 0, my = 0;
+  std::map<int64_t, double> top;  // largest value per token count
   for (size_t i = 0; i < tokens.size(); ++i) {
-    mx += static_cast<double>(tokens[i]);
-    my += static_cast<double>(bytes[i]);
+    auto [it, fresh] = top.emplace(tokens[i], static_cast<double>(bytes[i]));
+    if (!fresh) it->second = std::max(it->second, static_cast<double>(bytes[i]));
   }
-  mx /= n;
-  my /= n;
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const double dx = static_cast<double>(tokens[i]) - mx;
-    sxx += dx * dx;
-    sxy += dx * (static_cast<double>(bytes[i]) - my);
+  auto covers = [&](double intercept, double slope) {
+    for (const auto& [x, y] : top)
+      if (intercept + slope * static_cast<double>(x) < y - 1e-6 * std::max(1.0, y)) return false;
+    return true;
+  };
+  auto excess = [&](double intercept, double slope) {
+    double sum = 0;
+    for (size_t i = 0; i < tokens.size(); ++i)
+      sum += intercept + slope * static_cast<double>(tokens[i]) - static_cast<double>(bytes[i]);
+    return sum;
+  };
+  double best_intercept = 0, best_slope = 0;
+  for (const auto& [x, y] : top) best_intercept = std::max(best_intercept, y);
+  double best = excess(best_intercept, 0);
+  for (auto a = top.begin(); a != top.end(); ++a) {
+    for (auto b = std::next(a); b != top.end(); ++b) {
+      const double slope = (b->second - a->second) / static_cast<double>(b->first - a->first);
+      const double intercept = a->second - slope * static_cast<double>(a->first);
+      if (!covers(intercept, slope)) continue;
+      const double e = excess(intercept, slope);
+      if (e < best) {
+        best = e;
+        best_intercept = intercept;
+        best_slope = slope;
+      }
+    }
   }
-  t.per_token = sxx > 0 ? sxy / sxx : 0;
-  t.intercept = my - t.per_token * mx;
+  t.intercept = best_intercept;
+  t.per_token = best_slope;
   double above = 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const double r = static_cast<double>(bytes[i]) - t.line(tokens[i]);
     above = std::max(above, r);
     t.max_abs_residual = std::max(t.max_abs_residual, std::abs(r));
   }
+  // Only rounding can leave a point above the line; cover it.
   t.margin_bytes = static_cast<uint64_t>(std::ceil(above));
   return t;
 }

@@ -3,10 +3,11 @@
 // and `peakscope check` prices with.
 //
 // Token-dependent terms (each layer's boundary, the workspace of the
-// recomputed layer, the input gradient, the head/output term) are fitted as
-// intercept + per_token × tokens by least squares over the waves given, then
-// lifted by a margin: the largest amount by which any calibration wave lies
-// above the line, so the calibrated term never falls below a wave it has seen.
+// recomputed layer, the input gradient, the head/output term, the head state
+// of a group not yet run) are fitted as intercept + per_token × tokens: the
+// upper envelope of the waves given (the line on or above every one of them
+// with the least total excess), so the calibrated term never falls below a
+// wave it has seen.
 // Residuals (measured − line) are kept per wave and term, so a miss on a
 // held-out wave can be traced to the term that caused it.
 //
@@ -45,7 +46,7 @@ struct LinearTerm {
   uint64_t bytes_at(int64_t tokens) const;
 };
 
-// Least squares of y on x; one distinct x (or none) gives a flat line at the mean.
+// The upper envelope of the points; one distinct token count gives a flat line at its largest value.
 LinearTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes);
 
 // One wave's term, as measured and as the fitted line (before the margin) says.

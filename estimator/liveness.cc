@@ -283,6 +283,10 @@ TermOf term_of(const Attribution& a, const AllocationFacts& f) {
     const bool outside = !f.ended_in.has_layer();
     if (lower_layer || outside) return {Term::kInputGradient, f.made_in.layer};
   }
+  // The head's backward hands the top layer its input gradient: the same
+  // chain, one link earlier (it dies in a layer's recompute/backward).
+  if (f.made_in.phase == Phase::kHead && ended && is_layer_backward(f.ended_in))
+    return {Term::kInputGradient, f.ended_in.layer};
   if (f.made_in.phase == Phase::kForward && f.made_in.has_layer() && ended &&
       f.ended_in.in_layer(Phase::kForward, f.made_in.layer))
     return {Term::kForwardScratch, f.made_in.layer};

@@ -16,8 +16,9 @@
 //   workspace            the category workspace: scratch of one layer's
 //                        recompute/backward (max live over the wave);
 //   input_gradient       made in a layer's recompute/backward, dying in a lower
-//                        layer's or outside the decoder: the gradient that flows
-//                        from layer to layer (max live over the wave);
+//                        layer's or outside the decoder, or made by the head and
+//                        dying in a layer's: the gradient that flows from layer
+//                        to layer (max live over the wave);
 //   output               everything else the head, the loss and the last layer
 //                        leave live during the backward (max live from the
 //                        first layer recompute/backward to the wave's end);

@@ -120,8 +120,10 @@ TEST(LivenessGolden, TermsOfTheHandBuiltWave) {
   EXPECT_EQ(w.pending_gradient_bytes, (std::vector<uint64_t>{kGradient, kGradient}));
   EXPECT_EQ(w.gradient_live_at_start_bytes, (std::vector<uint64_t>{0, 0}));
   EXPECT_EQ(w.workspace_bytes, 40u);
-  EXPECT_EQ(w.input_gradient_bytes, 200u);  // IG1 and IG0 overlap
-  EXPECT_EQ(w.output_bytes, 100u);          // G; logits and X2 died before the backward
+  // G (the head's gradient into layer 1) and IG1 overlap, then IG1 and IG0.
+  EXPECT_EQ(w.input_gradient_bytes, 200u);
+  EXPECT_EQ(w.output_bytes, 0u);         // logits and X2 died before the backward
+  EXPECT_EQ(w.head_saved_bytes, 130u);   // X2 and the logits, before the head's backward
   EXPECT_EQ(w.forward_scratch_bytes, 50u);
   // Peak: E + X1 + G + W1 + gradient(1) + IG1, at IG1 in backward/layer.1.
   EXPECT_EQ(w.measured_peak_bytes, 100u + 100 + 100 + 40 + kGradient + 100);
@@ -163,7 +165,8 @@ TEST(LivenessGolden, CalibrateFitsTermsExactly) {
   }
   EXPECT_NEAR(c.workspace.per_token, 4.0, 1e-9);
   EXPECT_NEAR(c.input_gradient.per_token, 20.0, 1e-9);
-  EXPECT_NEAR(c.output.per_token, 10.0, 1e-9);
+  EXPECT_NEAR(c.output.per_token, 0.0, 1e-9);
+  EXPECT_NEAR(c.head_saved.per_token, 13.0, 1e-9);
   EXPECT_EQ(c.adapter_gradient_bytes.at("a"), (std::vector<uint64_t>{kGradient, kGradient}));
   EXPECT_EQ(c.first_execution_bytes, kWarmUp);
   EXPECT_EQ(c.first_execution_pairs, 4u);
@@ -188,13 +191,16 @@ TEST(LivenessGolden, CheckPricesAHeldOutWave) {
   // Measured: E + X1 + G (300 each) + W1 120 + gradient 20 + IG1 300.
   EXPECT_EQ(r.measured_peak_bytes, 1340u);
   // Priced: retained 600 + adapter 20 (layer 1: 20; layer 0: 40 - 300 < 20)
-  // + workspace 120 + input gradient 600 + output 300.
+  // + workspace 120 + input gradient 600 (G with IG1, IG1 with IG0) + output 0:
+  // exact here, since every term's maximum falls at the peak.
   EXPECT_EQ(r.price.components.retained, 600);
   EXPECT_EQ(r.price.components.adapter_gradient, 20);
-  EXPECT_EQ(r.price.raw_bytes, 1640);
+  EXPECT_EQ(r.price.raw_bytes, 1340);
   EXPECT_FALSE(r.under_estimate(false));
-  // Floor-only drops the adapter term; the warm wave pays no transient.
-  EXPECT_EQ(r.floor_price.raw_bytes, 1620);
+  // Floor-only drops the adapter term, and under-estimates; the warm wave
+  // pays no transient.
+  EXPECT_EQ(r.floor_price.raw_bytes, 1320);
+  EXPECT_TRUE(r.under_estimate(true));
   EXPECT_EQ(r.price.components.transient, 0);
   // The cold wave pays the calibrated first-execution allowance.
   EXPECT_EQ(rows[0].price.components.transient, static_cast<pricing::Bytes>(kWarmUp));
