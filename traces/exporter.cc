@@ -12,13 +12,14 @@ InputError::InputError(const std::string& path, const std::string& reason, uint6
       offset_(offset) {}
 
 const std::vector<const Exporter*>& exporters() {
-  static const std::vector<const Exporter*> all = {&perfetto_exporter(), &chrome_exporter(), &html_exporter(),
-                                                   &nvtxt_exporter(), &nsys_sqlite_exporter()};
+  static const std::vector<const Exporter*> all = {&perfetto_exporter(),    &chrome_exporter(),
+                                                   &html_exporter(),        &nvtxt_exporter(),
+                                                   &nsys_sqlite_exporter(), &torch_snapshot_exporter()};
   return all;
 }
 
 const std::vector<const Importer*>& importers() {
-  static const std::vector<const Importer*> all = {&nsys_sqlite_importer()};
+  static const std::vector<const Importer*> all = {&nsys_sqlite_importer(), &torch_snapshot_importer()};
   return all;
 }
 
