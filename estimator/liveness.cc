@@ -192,6 +192,10 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
   for (Made* m : cold) {
     const auto key = std::make_pair(m->range, m->bytes);
     if (++seen[key] <= warm_count[key]) continue;
+    // A saved input or a gradient is the step's structure, never a
+    // first-launch artefact: when its size differs from the warm wave's
+    // (data-dependent shapes, e.g. routed experts) it keeps its term.
+    if (m->term == Term::kBoundary || m->term == Term::kAdapterGradient) continue;
     m->term = Term::kFirstExecution;
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
