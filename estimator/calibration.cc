@@ -210,8 +210,8 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(per_group)});
       r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(per_group)});
       r.terms.push_back({"output", w.output_bytes,
-                         c.output.line(per_group) + static_cast<double>(std::max<int64_t>(0, w.groups - 1)) *
-                                                        c.head_saved.line(per_group)});
+                         c.output.line(per_group) +
+                             static_cast<double>(std::max<int64_t>(0, w.groups - 1)) * c.head_saved.line(per_group)});
       c.residuals.push_back(std::move(r));
     }
   }

@@ -55,7 +55,8 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
       const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
       const int32_t wave = site.wave;
       if (wave >= 0 && static_cast<size_t>(wave) < backward_start_.size() &&
-          backward_start_[static_cast<size_t>(wave)] == UINT64_MAX && is_layer_backward(ranges_.lookup(site.range, meta)))
+          backward_start_[static_cast<size_t>(wave)] == UINT64_MAX &&
+          is_layer_backward(ranges_.lookup(site.range, meta)))
         backward_start_[static_cast<size_t>(wave)] = ordinal;
       replay_.apply(e, site);
     }
@@ -124,9 +125,8 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
     const TermOf t = term_of(a, facts);
     if (t.layer > max_layer && t.layer <= kMaxLayer) max_layer = t.layer;
     const bool live = l.end.kind == EndKind::kStillLive;
-    made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq,
-                        live ? UINT64_MAX : l.end.seq, l.alloc.bytes, l.alloc.range.value, l.alloc.wave, t.layer,
-                        t.term});
+    made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq, live ? UINT64_MAX : l.end.seq,
+                        l.alloc.bytes, l.alloc.range.value, l.alloc.wave, t.layer, t.term});
   }
 
   const RangeParser& parser_;

@@ -76,21 +76,21 @@ struct WaveLiveness {
 
   uint64_t baseline_bytes = 0;
   uint64_t measured_peak_bytes = 0;
-  RangeName peak_in;         // the range where the wave's peak was reached
-  std::string peak_range;    // its name
+  RangeName peak_in;       // the range where the wave's peak was reached
+  std::string peak_range;  // its name
   uint64_t peak_seq = 0;
 
   // Per decoder layer 0..layers-1 (the trace's largest layer + 1).
   std::vector<uint64_t> boundary_bytes;
-  std::vector<uint64_t> pending_gradient_bytes;       // made in this wave
+  std::vector<uint64_t> pending_gradient_bytes;        // made in this wave
   std::vector<uint64_t> gradient_live_at_start_bytes;  // adapter gradients live when it began
-  uint64_t workspace_bytes = 0;       // max live
-  uint64_t input_gradient_bytes = 0;  // max live
-  uint64_t output_bytes = 0;          // max live during the backward
+  uint64_t workspace_bytes = 0;                        // max live
+  uint64_t input_gradient_bytes = 0;                   // max live
+  uint64_t output_bytes = 0;                           // max live during the backward
   // Max live output-term bytes before the backward begins: what the head
   // holds after its forward. A group whose backward has not run yet holds it.
   uint64_t head_saved_bytes = 0;
-  uint64_t forward_scratch_bytes = 0; // max live (not priced)
+  uint64_t forward_scratch_bytes = 0;  // max live (not priced)
 
   // Every allocation made in the wave, by term: total bytes and count.
   std::array<uint64_t, kTermCount> made_bytes{};

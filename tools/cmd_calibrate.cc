@@ -57,7 +57,8 @@ CalibrateOptions parse(int argc, char** argv) {
 
 void print_waves(const Liveness& t) {
   std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
-  std::printf("  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec  peak in\n");
+  std::printf(
+      "  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec  peak in\n");
   for (const WaveLiveness& w : t.waves) {
     uint64_t retained = 0, pending = 0;
     for (uint64_t b : w.boundary_bytes) retained += b;
@@ -92,15 +93,16 @@ int cmd_calibrate(int argc, char** argv) {
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();
   if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
-  std::printf("calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
-              "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs -> %s\n",
-              calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
-              static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
-              calibration.input_gradient.per_token,
-              static_cast<unsigned long long>(calibration.input_gradient.margin_bytes), calibration.output.intercept,
-              calibration.output.per_token, static_cast<unsigned long long>(calibration.output.margin_bytes),
-              static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
-              o.out.c_str());
+  std::printf(
+      "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
+      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs -> %s\n",
+      calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
+      static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
+      calibration.input_gradient.per_token, static_cast<unsigned long long>(calibration.input_gradient.margin_bytes),
+      calibration.output.intercept, calibration.output.per_token,
+      static_cast<unsigned long long>(calibration.output.margin_bytes),
+      static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
+      o.out.c_str());
   return kExitOk;
 }
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -105,8 +105,9 @@ Json row_to_json(const CheckRow& r, bool floor_only) {
   j["raw_bytes"] = p.raw_bytes;
   j["required_bytes"] = p.required_bytes;
   j["raw_error"] = floor_only ? r.floor_raw_error : r.raw_error;
-  j["admitted_error"] =
-      r.measured_peak_bytes ? static_cast<double>(p.required_bytes) / static_cast<double>(r.measured_peak_bytes) - 1 : 0.0;
+  j["admitted_error"] = r.measured_peak_bytes
+                            ? static_cast<double>(p.required_bytes) / static_cast<double>(r.measured_peak_bytes) - 1
+                            : 0.0;
   j["floor_raw_bytes"] = r.floor_price.raw_bytes;
   j["floor_raw_error"] = r.floor_raw_error;
   j["peak_range"] = r.peak_range;
@@ -134,16 +135,15 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
     }
     const pricing::Price& p = floor_only ? r.floor_price : r.price;
     const double raw_error = floor_only ? r.floor_raw_error : r.raw_error;
-    const double admitted = r.measured_peak_bytes ? static_cast<double>(p.required_bytes) /
-                                                            static_cast<double>(r.measured_peak_bytes) - 1
-                                                      : 0.0;
-    std::printf("%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n", trace_index,
-                r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
-                static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
-                static_cast<long long>(p.required_bytes), raw_error * 100, admitted * 100,
-                static_cast<long long>(r.floor_price.raw_bytes), r.floor_raw_error * 100,
-                r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(),
-                r.under_estimate(floor_only) ? "  UNDER" : "");
+    const double admitted = r.measured_peak_bytes
+                                ? static_cast<double>(p.required_bytes) / static_cast<double>(r.measured_peak_bytes) - 1
+                                : 0.0;
+    std::printf(
+        "%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n", trace_index, r.wave,
+        static_cast<long long>(r.tokens), r.cold ? "yes" : "no", static_cast<unsigned long long>(r.measured_peak_bytes),
+        static_cast<long long>(p.raw_bytes), static_cast<long long>(p.required_bytes), raw_error * 100, admitted * 100,
+        static_cast<long long>(r.floor_price.raw_bytes), r.floor_raw_error * 100,
+        r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(), r.under_estimate(floor_only) ? "  UNDER" : "");
   }
   std::printf("\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave)\n");
   std::printf("%-6s %5s %6s %12s %12s %14s %12s %16s %12s\n", "trace", "wave", "tokens", "retained", "workspace",
@@ -185,8 +185,8 @@ int cmd_check(int argc, char** argv) {
   for (const std::string& path : o.traces) {
     const Liveness trace = analyze_liveness(path);
     if (trace.layers != calibration.layers)
-      throw UsageError(fmt::format("{}: {} decoder layers, but the calibration has {}", path, trace.layers,
-                                   calibration.layers));
+      throw UsageError(
+          fmt::format("{}: {} decoder layers, but the calibration has {}", path, trace.layers, calibration.layers));
     for (CheckRow& r : check_trace(calibration, trace)) rows.push_back(std::move(r));
   }
   std::vector<double> cold_errors, warm_errors;

@@ -57,8 +57,8 @@ TEST(CheckPlan, TwoGroupsSplitTokensAndAnUnknownSlotGetsTheLargest) {
   const pricing::Plan p = plan_for_wave(two_layers(), w, false);
   const pricing::Forward& f = p.forwards[0];
   EXPECT_FALSE(p.profiled);
-  EXPECT_EQ(f.workspace_bytes, 60);                // one group of 15 tokens at a time
-  EXPECT_EQ(f.output_bytes, 150 + 45);             // its output, and the other group's head state
+  EXPECT_EQ(f.workspace_bytes, 60);     // one group of 15 tokens at a time
+  EXPECT_EQ(f.output_bytes, 150 + 45);  // its output, and the other group's head state
   ASSERT_EQ(f.groups.size(), 2u);
   EXPECT_EQ(*f.groups[1].slot, "b");
   EXPECT_EQ(f.groups[1].boundary_bytes, (std::vector<pricing::Bytes>{150, 150}));

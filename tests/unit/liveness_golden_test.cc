@@ -38,8 +38,8 @@ constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first exec
 // scratch 5t, recompute workspace 4t. `grads`: the wave makes the adapter
 // gradients (the step's first wave); later waves accumulate in place.
 void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads) {
-  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) + ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " +
-                          (cold ? "true" : "false") + "}");
+  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
+                          ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
   const uint64_t W1 = base + 7, IG1 = base + 8, W0 = base + 9, IG0 = base + 10, K = base + 11;
   s.push(kMain, "head/embedding");
@@ -122,8 +122,8 @@ TEST(LivenessGolden, TermsOfTheHandBuiltWave) {
   EXPECT_EQ(w.workspace_bytes, 40u);
   // G (the head's gradient into layer 1) and IG1 overlap, then IG1 and IG0.
   EXPECT_EQ(w.input_gradient_bytes, 200u);
-  EXPECT_EQ(w.output_bytes, 0u);         // logits and X2 died before the backward
-  EXPECT_EQ(w.head_saved_bytes, 130u);   // X2 and the logits, before the head's backward
+  EXPECT_EQ(w.output_bytes, 0u);        // logits and X2 died before the backward
+  EXPECT_EQ(w.head_saved_bytes, 130u);  // X2 and the logits, before the head's backward
   EXPECT_EQ(w.forward_scratch_bytes, 50u);
   // Peak: E + X1 + G + W1 + gradient(1) + IG1, at IG1 in backward/layer.1.
   EXPECT_EQ(w.measured_peak_bytes, 100u + 100 + 100 + 40 + kGradient + 100);
