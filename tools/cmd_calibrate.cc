@@ -58,18 +58,21 @@ CalibrateOptions parse(int argc, char** argv) {
 void print_waves(const Liveness& t) {
   std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
   std::printf(
-      "  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec  peak in\n");
+      "  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec@peak  peak "
+      "in\n");
   for (const WaveLiveness& w : t.waves) {
     uint64_t retained = 0, pending = 0;
     for (uint64_t b : w.boundary_bytes) retained += b;
     for (uint64_t p : w.pending_gradient_bytes) pending += p;
-    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %10llu  %9llu  %10s  %s\n", w.index,
+    // first_exec@peak: a cold wave's allocations with no warm counterpart
+    // that are live at its peak ("-" for a wave with no warm twin).
+    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %10llu  %9llu  %15s  %s\n", w.index,
                 static_cast<long long>(w.tokens), w.cold ? "yes" : "no",
                 static_cast<unsigned long long>(w.measured_peak_bytes), static_cast<unsigned long long>(retained),
                 static_cast<unsigned long long>(pending), static_cast<unsigned long long>(w.workspace_bytes),
                 static_cast<unsigned long long>(w.input_gradient_bytes),
                 static_cast<unsigned long long>(w.output_bytes),
-                w.warm_twin >= 0 ? std::to_string(w.first_execution_bytes).c_str() : "-",
+                w.warm_twin >= 0 ? std::to_string(w.first_execution_at_peak_bytes).c_str() : "-",
                 w.peak_range.empty() ? "(no range)" : w.peak_range.c_str());
   }
 }
