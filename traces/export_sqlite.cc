@@ -25,7 +25,15 @@ Db::Db(const std::string& path, bool read_only) : path_(path), read_only_(read_o
   } else {
     rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   }
-  if (rc != SQLITE_OK) fail("cannot open");
+  if (rc != SQLITE_OK) {
+    // A failed open still hands back a handle, which must be closed; the
+    // destructor will not run for a constructor that throws.
+    const std::string message = std::string("cannot open: ") + (db_ ? sqlite3_errmsg(db_) : "out of memory");
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    if (read_only) throw InputError(path_, message);
+    throw std::runtime_error(path_ + ": " + message);
+  }
   sqlite3_extended_result_codes(db_, 1);
 }
 

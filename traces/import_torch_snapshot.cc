@@ -135,16 +135,17 @@ class SnapshotImport {
       const Value& v = doc_.at(entry.items[i + 1]);
       if (k.type != Type::kString) continue;
       if (std::find(skip.begin(), skip.end(), k.text) != skip.end()) continue;
+      const std::string key = sanitize_utf8(k.text);  // pickled str may hold any bytes
       switch (v.type) {
-        case Type::kInt: j[k.text] = v.integer; break;
-        case Type::kBool: j[k.text] = v.boolean; break;
-        case Type::kFloat: j[k.text] = v.real; break;
-        case Type::kString: j[k.text] = sanitize_utf8(v.text); break;
-        case Type::kNone: j[k.text] = nullptr; break;
+        case Type::kInt: j[key] = v.integer; break;
+        case Type::kBool: j[key] = v.boolean; break;
+        case Type::kFloat: j[key] = v.real; break;
+        case Type::kString: j[key] = sanitize_utf8(v.text); break;
+        case Type::kNone: j[key] = nullptr; break;
         default: ++dropped_fields_; break;  // frames and other structure: not kept
       }
     }
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   }
 
   uint64_t time_of(const Value& entry, const std::string& where) {

@@ -342,5 +342,16 @@ TEST_F(TorchSnapshot, BadSnapshotsAreInputErrorsNamingTheFile) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// Found by tests/fuzz (fuzz_torch_snapshot): an entry whose dict key is not
+// UTF-8 made the payload's JSON serialiser throw past every handler.
+TEST_F(TorchSnapshot, KeysThatAreNotUtf8AreReplacedNotFatal) {
+  const std::string out = dir_.file("out.pstrace");
+  try {
+    import("tests/fuzz/corpus/pickle/regression_invalid_utf8_key", out);
+  } catch (const InputError&) {
+    // a damaged pickle may be refused; anything else is a bug
+  }
+}
+
 }  // namespace
 }  // namespace psc

@@ -1,0 +1,37 @@
+# `make fuzz`: libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined)
+# for every reader of outside input: the .pstrace reader (with the analysis on
+# what it reads), the torch-snapshot importer (pickle subset reader included)
+# and the nsys-sqlite importer. Each runs FUZZ_SECONDS (default 20) from the
+# seed corpus in tests/fuzz/corpus/<target>; what it finds goes to
+# $(BUILD)/fuzz/corpus-<target>, crashes to $(BUILD)/fuzz/ (reproduce with
+# `$(BUILD)/fuzz/<target> CRASH-FILE`). Not part of `make test`.
+FUZZ_CXX      ?= clang++
+FUZZ_SECONDS  ?= 20
+FUZZ_DIR      := $(BUILD)/fuzz
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -MMD -MP
+FUZZ_LIB_SRCS := $(wildcard traces/*.cc) $(wildcard estimator/*.cc)
+FUZZ_LIB_OBJS := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
+FUZZ_TARGETS  := fuzz_reader fuzz_torch_snapshot fuzz_nsys_sqlite
+FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+
+$(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CXX) $(CXXSTD) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ -lfmt -lsqlite3 -lpthread
+
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+	  seeds=tests/fuzz/corpus/$$(echo $$t | sed -e 's/^fuzz_//' -e 's/torch_snapshot/pickle/' -e 's/nsys_sqlite/nsys/'); \
+	  work=$(FUZZ_DIR)/corpus-$$t; mkdir -p $$work; \
+	  echo "== $$t ($(FUZZ_SECONDS) s, seeds $$seeds)"; \
+	  (cd $(FUZZ_DIR) && ./$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+	     -print_final_stats=1 corpus-$$t $(CURDIR)/$$seeds) >$(FUZZ_DIR)/$$t.log 2>&1; status=$$?; \
+	  grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ *DONE)' $(FUZZ_DIR)/$$t.log | tr '\n' ' '; echo; \
+	  if [ $$status -ne 0 ]; then tail -n 40 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t failed (log: $(FUZZ_DIR)/$$t.log)"; exit 1; fi; \
+	done; rm -f /tmp/peakscope-fuzz-*; echo "fuzz: no crash, hang or leak in $(FUZZ_TARGETS)"
