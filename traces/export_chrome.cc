@@ -253,6 +253,7 @@ class ChromeExporter : public Exporter {
   }
   void write(const ExportOptions& options) const override {
     const ExportModel model = build_export_model(options.trace);
+    warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     ChromeWriter writer(model, out, options);
     read_trace(options.trace, writer);

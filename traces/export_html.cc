@@ -417,6 +417,7 @@ class HtmlExporter : public Exporter {
     ExportModelOptions model_options;
     model_options.sample_points = kSamplePoints;
     const ExportModel model = build_export_model(options.trace, model_options);
+    warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     HtmlWriter(model, out, options, options.calibration.empty() ? nullptr : &rows).write();
     out.commit();

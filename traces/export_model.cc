@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -377,6 +378,19 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     bytes[static_cast<size_t>(a.category)] += a.bytes;
     live_.emplace(key, a);
     if (listener_) listener_->on_alloc(a, e);
+  }
+}
+
+void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn) {
+  const ReadStatus& status = model.analysis.trace.status;
+  if (status.complete()) return;
+  const std::string text = fmt::format("{} is {} ({}); exported the {} events before that", model.trace,
+                                       status.state == ReadStatus::State::kTruncated ? "truncated" : "corrupt",
+                                       status.reason, status.events);
+  if (warn) {
+    warn(text);
+  } else {
+    std::fprintf(stderr, "peakscope: warning: %s\n", text.c_str());
   }
 }
 

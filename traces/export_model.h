@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -205,6 +206,10 @@ class BoundedVisitor : public TraceVisitor {
   uint64_t limit_;
   uint64_t seen_ = 0;
 };
+
+// Warns that a truncated or corrupt trace was exported up to its damage (the
+// same events `report` reads; a killed process leaves such a file).
+void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn);
 
 // Human-readable byte counts for labels: "1.50 GiB", "512 B".
 std::string format_bytes(uint64_t bytes);

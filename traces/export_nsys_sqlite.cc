@@ -325,6 +325,7 @@ class NsysSqliteExporter : public Exporter {
     ExportModelOptions model_options;
     model_options.categories = false;
     const ExportModel model = build_export_model(options.trace, model_options);
+    warn_if_incomplete(model, options.warn);
     if (model.analysis.trace.header.pid > 0xFFFFFF)
       emit_warning(options.warn, fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
                                              model.analysis.trace.header.pid));

@@ -186,6 +186,7 @@ class NvtxtExporter : public Exporter {
     ExportModelOptions model_options;
     model_options.categories = false;
     const ExportModel model = build_export_model(options.trace, model_options);
+    warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     NvtxtWriter writer(model, out, base);
     read_trace(options.trace, writer);

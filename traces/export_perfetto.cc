@@ -564,6 +564,7 @@ class PerfettoExporter : public Exporter {
   }
   void write(const ExportOptions& options) const override {
     const ExportModel model = build_export_model(options.trace);
+    warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     PerfettoWriter writer(model, out);
     read_trace(options.trace, writer);

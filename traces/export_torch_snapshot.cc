@@ -454,6 +454,7 @@ class TorchSnapshotExporter : public Exporter {
     ExportModelOptions model_options;
     model_options.categories = false;
     const ExportModel model = build_export_model(options.trace, model_options);
+    warn_if_incomplete(model, options.warn);
     SnapshotWriter writer(model, options.warn);
     read_trace(options.trace, writer);
     OutputFile out(options.output);
