@@ -29,6 +29,7 @@
 #include "traces/export_formats.h"
 #include "traces/export_model.h"
 #include "traces/export_nsys_schema.h"
+#include "traces/export_output.h"
 #include "traces/export_sqlite.h"
 
 namespace psc {
@@ -329,7 +330,10 @@ class NsysSqliteExporter : public Exporter {
     if (model.analysis.trace.header.pid > 0xFFFFFF)
       emit_warning(options.warn, fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
                                              model.analysis.trace.header.pid));
-    // Written under a temporary name and renamed when complete, as every export.
+    // Written under a temporary name and renamed when complete, as every
+    // export; a database cannot go to a device or a pipe.
+    if (!replaceable_by_rename(options.output))
+      throw std::runtime_error(options.output + ": a SQLite database must be written to a regular file");
     const std::string partial = options.output + ".partial";
     std::remove(partial.c_str());
     struct Cleanup {

@@ -1,6 +1,7 @@
 #include "traces/export_output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,15 +11,24 @@
 
 namespace psc {
 
+bool replaceable_by_rename(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  return S_ISREG(st.st_mode);
+}
+
 OutputFile::OutputFile(std::string path, size_t buffer_bytes)
-    : path_(std::move(path)), temp_path_(path_ + ".partial"), buffer_(buffer_bytes) {
+    : path_(std::move(path)),
+      temp_path_(replaceable_by_rename(path_) ? path_ + ".partial" : path_),
+      buffer_(buffer_bytes) {
+  in_place_ = temp_path_ == path_;
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error(path_ + ": cannot create: " + std::strerror(errno));
 }
 
 OutputFile::~OutputFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) std::remove(temp_path_.c_str());
+  if (!committed_ && !in_place_) std::remove(temp_path_.c_str());
 }
 
 void OutputFile::flush() {
@@ -54,7 +64,7 @@ void OutputFile::commit() {
     throw std::runtime_error(path_ + ": close failed: " + std::strerror(errno));
   }
   fd_ = -1;
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
+  if (!in_place_ && std::rename(temp_path_.c_str(), path_.c_str()) != 0)
     throw std::runtime_error(path_ + ": cannot rename " + temp_path_ + " into place: " + std::strerror(errno));
   committed_ = true;
 }

@@ -1,6 +1,9 @@
 // The output side of every exporter: a buffered file that is written under a
 // temporary name and renamed into place only when the export succeeded, so a
 // failed or interrupted export never leaves a truncated file that looks whole.
+// An output that exists and is not a plain file (/dev/null, /dev/stdout, a
+// FIFO, a symbolic link) is written in place instead: renaming over it would
+// replace the device or the link itself.
 // Memory: one fixed buffer, whatever the output size.
 #pragma once
 
@@ -11,6 +14,10 @@
 #include <vector>
 
 namespace psc {
+
+// True when `path` does not exist or is a regular file (not a link to one):
+// then a finished output may be renamed onto it.
+bool replaceable_by_rename(const std::string& path);
 
 class OutputFile {
  public:
@@ -51,6 +58,7 @@ class OutputFile {
   size_t used_ = 0;
   uint64_t flushed_ = 0;
   bool committed_ = false;
+  bool in_place_ = false;  // writing the output itself, not a temporary beside it
 };
 
 }  // namespace psc

@@ -30,6 +30,7 @@
 
 #include "traces/export_formats.h"
 #include "traces/export_nsys_schema.h"
+#include "traces/export_output.h"
 #include "traces/export_sqlite.h"
 #include "traces/writer.h"
 
@@ -419,14 +420,17 @@ class NsysImport {
       throw InputError(options_.input,
                        fmt::format("{} threads; a trace holds at most {}", index.size(), TraceWriter::kMaxThreads));
     // Written under a temporary name, renamed when complete.
-    const std::string partial = options_.output + ".partial";
+    // Under a temporary name, renamed when complete; a device, pipe or link
+    // is written in place (renaming over it would replace it).
+    const bool rename_into_place = replaceable_by_rename(options_.output);
+    const std::string partial = rename_into_place ? options_.output + ".partial" : options_.output;
     struct Cleanup {
       const std::string& path;
       bool keep = false;
       ~Cleanup() {
         if (!keep) std::remove(path.c_str());
       }
-    } cleanup{partial};
+    } cleanup{partial, !rename_into_place};
     TraceWriter writer(partial, wo);
     for (const auto& [global, t] : index) {
       if (global == kUnknownThread) {
@@ -466,7 +470,7 @@ class NsysImport {
       writer.event(e);
     }
     writer.close();
-    if (std::rename(partial.c_str(), options_.output.c_str()) != 0)
+    if (rename_into_place && std::rename(partial.c_str(), options_.output.c_str()) != 0)
       throw std::runtime_error(options_.output + ": cannot rename " + partial + " into place");
     cleanup.keep = true;
 

@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "traces/export_formats.h"
+#include "traces/export_output.h"
 #include "traces/export_text.h"
 #include "traces/import_pickle.h"
 #include "traces/writer.h"
@@ -313,14 +314,17 @@ class SnapshotImport {
     wo.realtime_ns = first;  // time_us is CLOCK_REALTIME: the trace's clock is it
     wo.monotonic_ns = first;
     wo.command = std::string(kCommandPrefix) + " " + std::filesystem::path(options_.input).filename().string();
-    const std::string partial = options_.output + ".partial";
+    // Under a temporary name, renamed when complete; a device, pipe or link
+    // is written in place (renaming over it would replace it).
+    const bool rename_into_place = replaceable_by_rename(options_.output);
+    const std::string partial = rename_into_place ? options_.output + ".partial" : options_.output;
     struct Cleanup {
       const std::string& path;
       bool keep = false;
       ~Cleanup() {
         if (!keep) std::remove(path.c_str());
       }
-    } cleanup{partial};
+    } cleanup{partial, !rename_into_place};
     TraceWriter writer(partial, wo);
     writer.thread(0, 0, "torch memory snapshot");
     uint64_t seq = 0;
@@ -362,7 +366,7 @@ class SnapshotImport {
       emit((*lists[best])[next[best]++]);
     }
     writer.close();
-    if (std::rename(partial.c_str(), options_.output.c_str()) != 0)
+    if (rename_into_place && std::rename(partial.c_str(), options_.output.c_str()) != 0)
       throw std::runtime_error(options_.output + ": cannot rename " + partial + " into place");
     cleanup.keep = true;
 

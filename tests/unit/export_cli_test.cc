@@ -11,6 +11,7 @@
 
 #include "tests/unit/export_test_support.h"
 #include "traces/exporter.h"
+#include "traces/reader.h"
 
 namespace psc {
 namespace {
@@ -111,6 +112,42 @@ TEST_F(ViewersCli, ImportedTracesAreReportable) {
   r = run("import " + db + " --from nsys-sqlite -o " + back);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(run("report " + back + " --json").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace psc
+
+namespace psc {
+namespace {
+
+// An output that is not a plain file is written in place: renaming a finished
+// export over /dev/null or a link would replace the device or the link.
+TEST(OutputFiles, ALinkIsWrittenThroughNotReplaced) {
+  test::TempDir dir;
+  const std::string trace = dir.file("fixture.pstrace"), target = dir.file("target.json"), link = dir.file("link.json");
+  test::write_fixture_trace(trace);
+  test::write_file(target, "");
+  std::filesystem::create_symlink(target, link);
+  for (const Exporter* e : exporters()) {
+    if (e->name() == "nsys-sqlite") continue;  // refuses anything but a regular file
+    ExportOptions o;
+    o.trace = trace;
+    o.output = link;
+    e->write(o);
+    EXPECT_TRUE(std::filesystem::is_symlink(link)) << e->name();
+    EXPECT_GT(std::filesystem::file_size(target), 0u) << e->name();
+  }
+  ImportOptions i;
+  i.input = test::golden_path("torch_snapshot.pickle");
+  i.output = link;
+  find_importer("torch-snapshot")->read(i);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(load_trace(target).status.state, ReadStatus::State::kComplete);
+  ExportOptions o;
+  o.trace = trace;
+  o.output = link;
+  EXPECT_THROW(find_exporter("nsys-sqlite")->write(o), std::runtime_error);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
 }
 
 }  // namespace
