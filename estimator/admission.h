@@ -58,8 +58,8 @@ enum class DecidedBy { kCheap, kExact };
 struct Admission {
   std::int64_t tokens = 0;  // largest admitted width; 0 when not even one token fits
   DecidedBy decided_by = DecidedBy::kExact;
-  int search_prices = 0;    // exact prices the search evaluated to decide
-  int cheap_estimates = 0;  // cheap estimates consulted to decide
+  int search_prices = 0;                     // exact prices the search evaluated to decide
+  int cheap_estimates = 0;                   // cheap estimates consulted to decide
   std::optional<Price> price;                // the exact price at `tokens` (when > 0)
   std::optional<Bytes> next_required_bytes;  // exact required_bytes at tokens + 1 (when <= max_tokens)
 };

@@ -139,8 +139,7 @@ class PlanReader {
       fail(member(path, wrong_key), per_token ? "an admission plan gives boundary_bytes_per_token"
                                               : "per-token sizes belong to admission plans (price --budget)");
     }
-    only_fields(value, path,
-                {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters"});
+    only_fields(value, path, {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters"});
 
     ParsedGroup group;
     const Json& slot = required(value, path, "slot");
@@ -152,8 +151,8 @@ class PlanReader {
     group.boundary = byte_array(required(value, path, boundary_key), member(path, boundary_key), scale);
     pending_gradients(value, path, group);
     if (!group.slot) {
-      const bool trains = group.outside > 0 || std::any_of(group.pending.begin(), group.pending.end(),
-                                                           [](Bytes b) { return b > 0; });
+      const bool trains =
+          group.outside > 0 || std::any_of(group.pending.begin(), group.pending.end(), [](Bytes b) { return b > 0; });
       if (trains) fail(member(path, "slot"), "is null (the group trains nothing) but the group has pending gradients");
     }
     return group;
@@ -247,10 +246,11 @@ class PlanReader {
            "give either parameters or pending_gradient_bytes with outside_gradient_bytes, not both");
     }
     if (has_parameters) {
-      derive_pending(parameters(value["parameters"], member(path, "parameters")), group.boundary.size(),
-                     group.pending, group.outside);
+      derive_pending(parameters(value["parameters"], member(path, "parameters")), group.boundary.size(), group.pending,
+                     group.outside);
     } else if (has_pending || has_outside) {
-      group.pending = byte_array(required(value, path, "pending_gradient_bytes"), member(path, "pending_gradient_bytes"));
+      group.pending =
+          byte_array(required(value, path, "pending_gradient_bytes"), member(path, "pending_gradient_bytes"));
       group.outside = bytes(required(value, path, "outside_gradient_bytes"), member(path, "outside_gradient_bytes"));
     } else if (group.slot) {
       fail(member(path, "pending_gradient_bytes"), "required field missing (or give parameters)");
@@ -270,11 +270,13 @@ class PlanReader {
       only_fields(value, here, {"name", "layers", "local_bytes", "trainable", "has_gradient", "outside_decoder"});
       Parameter& parameter = out.emplace_back();
       const Json& name = required(value, here, "name");
-      if (!name.is_string() || name.get<std::string>().empty()) fail(member(here, "name"), "must be a non-empty string");
+      if (!name.is_string() || name.get<std::string>().empty())
+        fail(member(here, "name"), "must be a non-empty string");
       parameter.name = name.get<std::string>();
       auto [first, fresh] = seen.emplace(parameter.name, k);
       if (!fresh) {
-        fail(member(here, "name"), fmt::format("\"{}\" is listed twice (also {})", parameter.name, item(path, first->second)));
+        fail(member(here, "name"),
+             fmt::format("\"{}\" is listed twice (also {})", parameter.name, item(path, first->second)));
       }
       parameter.layers = layer_indices(required(value, here, "layers"), member(here, "layers"));
       parameter.local_bytes = bytes(required(value, here, "local_bytes"), member(here, "local_bytes"));

@@ -32,8 +32,7 @@ Json admission_to_json(const Admission& admission, const AdmissionPlan& plan, By
   out["decided_by"] = admission.decided_by == DecidedBy::kCheap ? "cheap" : "exact";
   out["search_prices"] = admission.search_prices;
   out["cheap_estimates"] = admission.cheap_estimates;
-  out["next_required_bytes"] =
-      admission.next_required_bytes ? Json(*admission.next_required_bytes) : Json(nullptr);
+  out["next_required_bytes"] = admission.next_required_bytes ? Json(*admission.next_required_bytes) : Json(nullptr);
   out["price"] = admission.price ? price_to_json(*admission.price) : Json(nullptr);
   return out;
 }

@@ -108,9 +108,7 @@ void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::st
 
 AdapterTerm adapter_term(const std::vector<Group>& groups) { return forward_terms(groups).adapter; }
 
-std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
-  return forward_terms(forward.groups).slots;
-}
+std::vector<std::string> adapter_gradient_slots(const Forward& forward) { return forward_terms(forward.groups).slots; }
 
 Price price(const Plan& plan) {
   Price result;

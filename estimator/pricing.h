@@ -23,10 +23,10 @@ constexpr double kMaxSafetyFactor = 64.0;
 // One gradient group: the part of a forward that trains one slot (adapter).
 // Arrays are indexed by decoder layer; all groups of a plan have the same length L.
 struct Group {
-  std::optional<std::string> slot;           // nullopt: the group trains nothing
-  std::vector<Bytes> boundary_bytes;         // b[0..L-1]: input saved for layer i
-  std::vector<Bytes> pending_gradient_bytes; // p[0..L-1]: gradients allocated by backward of layer i
-  Bytes outside_gradient_bytes = 0;          // p[L]: outside the decoder, live through the backward
+  std::optional<std::string> slot;            // nullopt: the group trains nothing
+  std::vector<Bytes> boundary_bytes;          // b[0..L-1]: input saved for layer i
+  std::vector<Bytes> pending_gradient_bytes;  // p[0..L-1]: gradients allocated by backward of layer i
+  Bytes outside_gradient_bytes = 0;           // p[L]: outside the decoder, live through the backward
 };
 
 // One forward pass: a whole wave, or one child of a split wave.

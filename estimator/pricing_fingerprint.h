@@ -15,12 +15,12 @@
 namespace psc::pricing {
 
 inline constexpr std::string_view kFingerprintSources[] = {
-    "estimator/admission.cc",  "estimator/admission.h", "estimator/plan.cc",
-    "estimator/plan.h",        "estimator/price_json.cc", "estimator/price_json.h",
-    "estimator/pricing.cc",    "estimator/pricing.h",   "estimator/pricing_mutation.h",
+    "estimator/admission.cc", "estimator/admission.h",   "estimator/plan.cc",
+    "estimator/plan.h",       "estimator/price_json.cc", "estimator/price_json.h",
+    "estimator/pricing.cc",   "estimator/pricing.h",     "estimator/pricing_mutation.h",
 };
 
-inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:86c7b77eddd4e79f";
+inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:753f8cffcdb92399";
 
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 

@@ -178,7 +178,8 @@ PSC_HIDDEN CUresult psc_cuMemHostRegister_v2(void* p, size_t bytes, unsigned int
   if (!psc::rt::enabled()) return real(p, bytes, flags);
   psc::rt::HookGuard guard;
   const CUresult r = real(p, bytes, flags);
-  after_alloc(guard, r, Api::kCuMemHostRegister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), bytes, -1, 0);
+  after_alloc(guard, r, Api::kCuMemHostRegister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), bytes, -1,
+              0);
   return r;
 }
 PSC_HIDDEN CUresult psc_cuMemHostUnregister(void* p) {
@@ -187,7 +188,8 @@ PSC_HIDDEN CUresult psc_cuMemHostUnregister(void* p) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (!p || !psc::rt::enabled()) return real(p);
   psc::rt::HookGuard guard;
-  record_free(guard, Api::kCuMemHostUnregister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), 0, driver_device);
+  record_free(guard, Api::kCuMemHostUnregister, MemoryKind::kRegisteredHost, reinterpret_cast<uint64_t>(p), 0,
+              driver_device);
   return real(p);
 }
 

@@ -82,9 +82,8 @@ void print_price_table(const Json& price, const std::string& indent) {
 
 void print_admission(const std::string& path, const Json& admission) {
   const std::int64_t tokens = admission["admitted_tokens"].get<std::int64_t>();
-  fmt::print("{}: budget {} bytes ({} MiB), widths 1..{} tokens\n", path,
-             admission["budget_bytes"].get<std::int64_t>(), mib(admission["budget_bytes"].get<std::int64_t>()),
-             admission["max_tokens"].get<std::int64_t>());
+  fmt::print("{}: budget {} bytes ({} MiB), widths 1..{} tokens\n", path, admission["budget_bytes"].get<std::int64_t>(),
+             mib(admission["budget_bytes"].get<std::int64_t>()), admission["max_tokens"].get<std::int64_t>());
   const bool cheap = admission["decided_by"] == "cheap";
   fmt::print("admitted: {} tokens (decided by {})\n", tokens,
              cheap ? "the cheap estimate: no slot has pending gradients"
@@ -113,8 +112,10 @@ int cmd_price(int argc, char** argv) {
       json_output = true;
     } else if (arg == "--budget" || arg == "--report") {
       if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
-      if (arg == "--budget") budget = parse_budget(argv[++i]);
-      else report_path = argv[++i];
+      if (arg == "--budget")
+        budget = parse_budget(argv[++i]);
+      else
+        report_path = argv[++i];
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError(fmt::format("unknown option '{}'", arg));
     } else if (plan_path) {
@@ -123,7 +124,8 @@ int cmd_price(int argc, char** argv) {
       plan_path = arg;
     }
   }
-  if (!plan_path) throw UsageError("missing PLAN.json (usage: price PLAN.json [--json] [--budget BYTES] [--report FILE])");
+  if (!plan_path)
+    throw UsageError("missing PLAN.json (usage: price PLAN.json [--json] [--budget BYTES] [--report FILE])");
 
   const Json plan = read_json_file(*plan_path);
   Json result;
@@ -197,8 +199,7 @@ int cmd_replay(int argc, char** argv) {
       continue;
     }
     for (const pricing::Mismatch& m : replay.mismatches) {
-      fmt::print(stderr, "{}: mismatch: {}: report says {}, re-priced {}\n", path, m.component, m.reported,
-                 m.repriced);
+      fmt::print(stderr, "{}: mismatch: {}: report says {}, re-priced {}\n", path, m.component, m.reported, m.repriced);
     }
     if (replay.ok()) {
       fmt::print("{}: ok{}\n", path,

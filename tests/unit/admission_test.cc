@@ -28,7 +28,9 @@ std::int64_t exhaustive(const AdmissionPlan& plan, Bytes budget) {
 
 AdmissionPlan random_admission_plan(std::mt19937_64& rng, bool with_pending) {
   AdmissionPlan plan;
-  auto small = [&](Bytes hi) { return testing::chance(rng, 30) ? 0 : std::uniform_int_distribution<Bytes>(1, hi)(rng); };
+  auto small = [&](Bytes hi) {
+    return testing::chance(rng, 30) ? 0 : std::uniform_int_distribution<Bytes>(1, hi)(rng);
+  };
   plan.safety_factor = static_cast<double>(std::uniform_int_distribution<int>(1024, 2048)(rng)) / 1024.0;
   plan.transient_bytes = small(5000);
   plan.profiled = testing::chance(rng, 40);

@@ -16,9 +16,9 @@ namespace psc::pricing::testing {
 
 struct Shape {
   int max_layers = 6;
-  int max_groups = 6;      // in the whole wave, all children together
-  int max_children = 1;    // 1: never split
-  int slot_pool = 6;       // slots are drawn from the first slot_pool of a..f
+  int max_groups = 6;    // in the whole wave, all children together
+  int max_children = 1;  // 1: never split
+  int slot_pool = 6;     // slots are drawn from the first slot_pool of a..f
   int null_slot_percent = 10;
 };
 

@@ -27,8 +27,7 @@ TEST(PricingFingerprint, MatchesTheSourcesOnDisk) {
   }
   const std::string now = fmt::format("fnv1a64:{:016x}", state);
   EXPECT_EQ(std::string(kEstimatorFingerprint), now)
-      << "estimator sources changed: set kEstimatorFingerprint in estimator/pricing_fingerprint.h to \"" << now
-      << "\"";
+      << "estimator sources changed: set kEstimatorFingerprint in estimator/pricing_fingerprint.h to \"" << now << "\"";
 }
 
 TEST(PricingFingerprint, HashIsFnv1a64) {

@@ -65,7 +65,7 @@ struct Result {
   std::int64_t retained = 0;
   std::int64_t raw = 0;
   std::int64_t required = 0;
-  std::set<std::string> slots;  // slots that allocated any gradient
+  std::set<std::string> slots;          // slots that allocated any gradient
   std::vector<std::int64_t> set_worst;  // worst excess of each slot set of children
   // Worst excess observed while (forward, group) was at `layer` (-1: before its
   // first layer), over every order: a reported peak location must reach `adapter`.

@@ -98,9 +98,10 @@ TEST(PricingPlan, RefusesBadSizes) {
 }
 
 TEST(PricingPlan, RefusesArraysThatDisagreeWithTheLayerCount) {
-  expect_refused(with_groups(kGood + R"(, {"slot": "b", "boundary_bytes": [1, 2, 3], "pending_gradient_bytes": [1, 2, 3],
+  expect_refused(
+      with_groups(kGood + R"(, {"slot": "b", "boundary_bytes": [1, 2, 3], "pending_gradient_bytes": [1, 2, 3],
                                          "outside_gradient_bytes": 0})"),
-                 "groups[1].boundary_bytes", "has 3 entries but the plan has 2 layers (from groups[0].boundary_bytes)");
+      "groups[1].boundary_bytes", "has 3 entries but the plan has 2 layers (from groups[0].boundary_bytes)");
   expect_refused(with_groups(R"({"slot": "a", "boundary_bytes": [1, 2], "pending_gradient_bytes": [3],
                                  "outside_gradient_bytes": 0})"),
                  "groups[0].pending_gradient_bytes", "has 1 entries but the plan has 2 layers");
@@ -116,8 +117,8 @@ TEST(PricingPlan, RefusesArraysThatDisagreeWithTheLayerCount) {
 }
 
 TEST(PricingPlan, RefusesTwoGroupsOfOneForwardOnOneSlot) {
-  expect_refused(with_groups(kGood + ", " + R"({"slot": null, "boundary_bytes": [0, 0]}, )" + kGood),
-                 "groups[2].slot", "\"a\" is already trained by groups[0]");
+  expect_refused(with_groups(kGood + ", " + R"({"slot": null, "boundary_bytes": [0, 0]}, )" + kGood), "groups[2].slot",
+                 "\"a\" is already trained by groups[0]");
 }
 
 TEST(PricingPlan, RefusesMalformedStructure) {
@@ -131,8 +132,7 @@ TEST(PricingPlan, RefusesMalformedStructure) {
       {"unknown top field", R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "group": []})", "group",
        "unknown field"},
       {"per-token plan without budget",
-       R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "max_tokens": 5})", "max_tokens",
-       "admission"},
+       R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "max_tokens": 5})", "max_tokens", "admission"},
       {"child sets the safety factor",
        R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "children": [{"safety_factor": 1}]})",
        "children[0].safety_factor", "whole wave"},
@@ -199,8 +199,8 @@ TEST(PricingPlan, RefusesBadAdmissionPlans) {
 }
 
 TEST(PricingPlan, PrefixesFieldsForReports) {
-  expect_refused(with_groups(R"({"slot": 3, "boundary_bytes": []})"), "plan.groups[0].slot", "non-empty string",
-                 false, "plan.");
+  expect_refused(with_groups(R"({"slot": 3, "boundary_bytes": []})"), "plan.groups[0].slot", "non-empty string", false,
+                 "plan.");
   expect_refused("7", "plan", "must be a JSON object", false, "plan.");
 }
 

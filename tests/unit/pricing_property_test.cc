@@ -38,8 +38,7 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
   ASSERT_EQ(got.components.retained, want.retained) << plan_text.dump();
   ASSERT_EQ(got.raw_bytes, want.raw) << plan_text.dump();
   ASSERT_EQ(got.required_bytes, want.required) << plan_text.dump();
-  ASSERT_EQ(got.components.adapter_gradient_slots,
-            std::vector<std::string>(want.slots.begin(), want.slots.end()))
+  ASSERT_EQ(got.components.adapter_gradient_slots, std::vector<std::string>(want.slots.begin(), want.slots.end()))
       << plan_text.dump();
 
   // The reported location must be one where some order reaches the largest
