@@ -214,10 +214,9 @@ class NsysImport {
         ++unknown_operations_;
         continue;
       }
-      if (!s.is_null(8))
-        correlation_[s.integer(8)].push_back(items_.size());
-      else
-        unlinked_.push_back(items_.size());
+      if (items_.size() >= UINT32_MAX) throw InputError(options_.input, "more than 4 billion memory rows");
+      it.thread = kUnknownThread;  // until its API call says otherwise
+      if (!s.is_null(8)) correlated_.emplace_back(s.integer(8), static_cast<uint32_t>(items_.size()));
       items_.push_back(it);
     }
     still_live_ = live.size();
@@ -228,28 +227,33 @@ class NsysImport {
     const bool usable = db_.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
                         db_.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId") &&
                         db_.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid");
-    if (usable && !correlation_.empty()) {
+    // (correlationId, item) sorted: 16 bytes a row, where a hash map of
+    // vectors cost several times that on exports of millions of rows.
+    std::sort(correlated_.begin(), correlated_.end());
+    if (usable && !correlated_.empty()) {
       const bool has_name = db_.has_column("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId");
       sqlite::Statement s(db_, fmt::format("SELECT correlationId, globalTid, {} FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE "
                                            "globalTid >> 24 & 16777215 = ? AND correlationId IS NOT NULL",
                                            has_name ? "nameId" : "NULL"));
       s.bind(1, int64_t{pid_});
       while (s.next()) {
-        auto it = correlation_.find(s.integer(0));
-        if (it == correlation_.end()) continue;
-        const Api api = s.is_null(2) ? Api::kImported : nsys::api_of(string_ids_[s.integer(2)]);
-        for (size_t index : it->second) {
-          items_[index].thread = s.is_null(1) ? kUnknownThread : s.integer(1);
-          if (!reserved_) items_[index].api = api;
+        const int64_t correlation = s.integer(0);
+        auto it = std::lower_bound(correlated_.begin(), correlated_.end(), std::make_pair(correlation, uint32_t{0}));
+        if (it == correlated_.end() || it->first != correlation) continue;
+        Api api = Api::kImported;
+        if (!s.is_null(2)) {
+          auto name = string_ids_.find(s.integer(2));
+          if (name != string_ids_.end()) api = nsys::api_of(name->second);
         }
-        correlation_.erase(it);
+        for (; it != correlated_.end() && it->first == correlation; ++it) {
+          items_[it->second].thread = s.is_null(1) ? kUnknownThread : s.integer(1);
+          if (!reserved_) items_[it->second].api = api;
+        }
       }
     }
-    // Rows whose call was not traced: a thread of their own.
-    for (const auto& [id, indices] : correlation_)
-      for (size_t index : indices) unlinked_.push_back(index);
-    for (size_t index : unlinked_) items_[index].thread = kUnknownThread;
-    unknown_thread_events_ = unlinked_.size();
+    correlated_ = {};
+    // Rows whose call was not traced keep the thread of their own.
+    for (const Item& it : items_) unknown_thread_events_ += it.thread == kUnknownThread;
   }
 
   std::string nvtx_text(const sqlite::Statement& s, int text, int text_id) {
@@ -515,9 +519,8 @@ class NsysImport {
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
   std::vector<Item> items_;
-  std::unordered_map<int64_t, std::vector<size_t>> correlation_;
-  std::vector<size_t> unlinked_;
-  std::vector<std::pair<size_t, size_t>> nvtx_rows_;  // open, close (SIZE_MAX: none) item indices
+  std::vector<std::pair<int64_t, uint32_t>> correlated_;  // correlationId, memory item
+  std::vector<std::pair<size_t, size_t>> nvtx_rows_;      // open, close (SIZE_MAX: none) item indices
   uint64_t allocations_ = 0, frees_ = 0, unmatched_frees_ = 0, replaced_ = 0, still_live_ = 0;
   uint64_t unknown_operations_ = 0, ranges_ = 0, unended_ranges_ = 0, marks_ = 0, ranges_ending_before_start_ = 0;
   uint64_t unknown_thread_events_ = 0;
