@@ -11,20 +11,12 @@
 
 #include "estimator/analysis.h"
 #include "estimator/analysis_trace_builder.h"
+#include "tests/unit/test_support.h"
 
 namespace psc {
 namespace {
 
-struct TempTrace {
-  std::string path;
-  explicit TempTrace(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("psc_golden_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
-               .string();
-  }
-  ~TempTrace() { std::remove(path.c_str()); }
-};
+using test_support::TempTrace;
 
 uint64_t category_bytes(const LiveBreakdown& live, Category c) { return live.category_bytes[static_cast<size_t>(c)]; }
 

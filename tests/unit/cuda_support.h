@@ -18,32 +18,18 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/test_support.h"
 #include "traces/reader.h"
 
 namespace psc::cuda_test {
 
 namespace fs = std::filesystem;
 
-inline std::string build_dir() {
-  const char* dir = std::getenv("PSC_BUILD_DIR");
-  return fs::absolute(dir ? dir : "build").string();
-}
+using test_support::build_dir;
+using test_support::Scratch;
 inline std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
 inline std::string fakes() { return build_dir() + "/fakes"; }
 inline std::string client(const std::string& name) { return build_dir() + "/cuda/" + name; }
-
-class Scratch {
- public:
-  Scratch() {
-    char pattern[] = "/tmp/peakscope-cuda-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
 
 // "name value" lines (the doubles' counts, the clients' output); later lines win.
 using Values = std::map<std::string, std::string>;

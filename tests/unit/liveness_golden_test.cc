@@ -13,20 +13,12 @@
 #include "estimator/calibration.h"
 #include "estimator/check.h"
 #include "estimator/liveness.h"
+#include "tests/unit/test_support.h"
 
 namespace psc {
 namespace {
 
-struct TempTrace {
-  std::string path;
-  explicit TempTrace(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("psc_liveness_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
-               .string();
-  }
-  ~TempTrace() { std::remove(path.c_str()); }
-};
+using test_support::TempTrace;
 
 constexpr uint32_t kMain = 0;
 constexpr uint64_t kWeights = 1000;

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/test_support.h"
 #include "traces/reader.h"
 
 namespace psc {
@@ -25,27 +26,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string build_dir() {
-  const char* dir = std::getenv("PSC_BUILD_DIR");
-  return fs::absolute(dir ? dir : "build").string();
-}
+using test_support::build_dir;
+using test_support::Scratch;
 std::string cli() { return build_dir() + "/peakscope"; }
 std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
 std::string program() { return build_dir() + "/nvtx/nvtx_program"; }
 std::string fake_tool() { return build_dir() + "/nvtx/libpsc_nvtx_fake_tool.so"; }
-
-class Scratch {
- public:
-  Scratch() {
-    char pattern[] = "/tmp/peakscope-nvtx-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

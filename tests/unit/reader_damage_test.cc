@@ -16,6 +16,7 @@
 
 #include "estimator/analysis.h"
 #include "estimator/analysis_trace_builder.h"
+#include "tests/unit/test_support.h"
 #include "traces/crc32c.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
@@ -23,16 +24,7 @@
 namespace psc {
 namespace {
 
-struct TempTrace {
-  std::string path;
-  explicit TempTrace(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("psc_damage_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
-               .string();
-  }
-  ~TempTrace() { std::remove(path.c_str()); }
-};
+using test_support::TempTrace;
 
 std::vector<uint8_t> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

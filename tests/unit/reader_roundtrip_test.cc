@@ -10,22 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/test_support.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 
 namespace psc {
 namespace {
 
-struct TempTrace {
-  std::string path;
-  explicit TempTrace(const std::string& tag) {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("psc_reader_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
-               .string();
-  }
-  ~TempTrace() { std::remove(path.c_str()); }
-};
+using test_support::TempTrace;
 
 struct Rng {
   uint64_t state;

@@ -15,33 +15,18 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/test_support.h"
 #include "traces/reader.h"
 
 namespace psc {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::build_dir;
+using test_support::Scratch;
 
-std::string build_dir() {
-  const char* dir = std::getenv("PSC_BUILD_DIR");
-  return fs::absolute(dir ? dir : "build").string();
-}
 std::string cli() { return build_dir() + "/peakscope"; }
 std::string program() { return build_dir() + "/programs/host_pattern"; }
-
-class Scratch {
- public:
-  Scratch() {
-    char pattern[] = "/tmp/peakscope-test-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-};
 
 // Runs a shell command; returns its exit status (or 128+signal).
 int run(const std::string& command) {

@@ -1,0 +1,50 @@
+// Scaffolding shared by the unit and integration tests: where the build is,
+// a scratch directory removed afterwards, and a temporary trace path.
+#pragma once
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace psc::test_support {
+
+// The build directory: $PSC_BUILD_DIR (tools/run-tests sets it), else ./build.
+inline std::string build_dir() {
+  const char* dir = std::getenv("PSC_BUILD_DIR");
+  return std::filesystem::absolute(dir ? dir : "build").string();
+}
+
+// A fresh directory under /tmp, removed with everything in it.
+class Scratch {
+ public:
+  Scratch() {
+    char pattern[] = "/tmp/peakscope-test-XXXXXX";
+    dir_ = mkdtemp(pattern);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// A trace path unique to this process and call, removed afterwards.
+struct TempTrace {
+  std::string path;
+  explicit TempTrace(const std::string& tag) {
+    static int counter = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("psc_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".pstrace"))
+               .string();
+  }
+  ~TempTrace() { std::remove(path.c_str()); }
+};
+
+}  // namespace psc::test_support
