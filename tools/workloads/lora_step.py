@@ -25,6 +25,7 @@ sys.path.insert(0, _HERE)
 import torch  # noqa: E402
 
 import peakscope  # noqa: E402
+from accumulation import parse_tokens  # noqa: E402
 from lora_model import LoRADecoder  # noqa: E402
 
 FLOAT_BYTES = 4
@@ -49,12 +50,7 @@ def parse_arguments(argv=None):
     parser.add_argument("--no-annotate", action="store_true",
                         help="run without peakscope ranges (to compare)")
     arguments = parser.parse_args(argv)
-    try:
-        arguments.tokens = [int(t) for t in arguments.tokens.split(",") if t.strip()]
-    except ValueError:
-        parser.error(f"--tokens: expected comma-separated integers, got {arguments.tokens!r}")
-    if not arguments.tokens or min(arguments.tokens) < 2:
-        parser.error("--tokens: every wave needs at least 2 tokens")
+    arguments.tokens = parse_tokens(parser, arguments.tokens)
     if arguments.steps < 1:
         parser.error("--steps must be at least 1")
     return arguments

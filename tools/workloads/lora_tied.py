@@ -21,7 +21,7 @@ sys.path.insert(0, _HERE)
 
 import torch  # noqa: E402
 
-import peakscope  # noqa: E402
+from accumulation import parse_tokens, train_accumulating  # noqa: E402
 from lora_model import LoRADecoder  # noqa: E402
 
 
@@ -32,9 +32,7 @@ def parse_arguments(argv=None):
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
-    arguments.tokens = [int(t) for t in arguments.tokens.split(",") if t.strip()]
-    if not arguments.tokens or min(arguments.tokens) < 2:
-        parser.error("--tokens: every wave needs at least 2 tokens")
+    arguments.tokens = parse_tokens(parser, arguments.tokens)
     return arguments
 
 
@@ -54,27 +52,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     model = build(arguments)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-    annotations = [peakscope.annotate(model, layers=model.layers, head_modules=model.head_modules()),
-                   peakscope.annotate_optimizer(optimizer)]
-    generator = torch.Generator().manual_seed(arguments.seed)
-    seen = set()
-    for step in range(arguments.steps):
-        for tokens in arguments.tokens:
-            cold = tokens not in seen
-            seen.add(tokens)
-            ids = torch.randint(128, (tokens + 1,), generator=generator)
-            with peakscope.wave(tokens=tokens, slots=["a"], groups=1, cold=cold):
-                loss = model(ids[:-1], ids[1:])
-                loss.backward()
-            print(f"step {step} tokens {tokens} cold {cold}: loss {float(loss):.3f}")
-            del loss
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
-    return 0
+    return train_accumulating(model, [p for p in model.parameters() if p.requires_grad], arguments.steps, arguments.tokens, arguments.seed)
 
 
 if __name__ == "__main__":
