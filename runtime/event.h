@@ -75,6 +75,7 @@ enum class Api : uint8_t {
   kCuMemHostUnregister = 46,
   kTorchPluggable = 48,
   kImported = 64,  // converted from another tool's trace
+  kCupti = 72,     // an allocation or free reported by a CUPTI MEMORY2 activity record
 };
 
 // Bits of Event::flags. Part of the file format.
@@ -82,6 +83,9 @@ enum EventFlag : uint8_t {
   kFlagNested = 1u << 0,    // made inside another hooked call: count the outer one only
   kFlagReserved = 1u << 1,  // reserved level (segments) rather than allocated (tensors)
   kFlagFailed = 1u << 2,    // the real call failed; no memory changed hands
+  // Recorded after the fact (CUPTI activity): time_ns is when it happened, seq is
+  // when the recorder learnt it (later); range is 0. Consumers place it by time_ns.
+  kFlagDeferred = 1u << 3,
 };
 
 // Strong type for interned string ids: 0 means "none".

@@ -369,6 +369,7 @@ const char* api_name(Api api) {
     case Api::kCuMemHostUnregister: return "cuMemHostUnregister";
     case Api::kTorchPluggable: return "torch_pluggable";
     case Api::kImported: return "imported";
+    case Api::kCupti: return "cupti";
   }
   return "unknown";
 }
