@@ -55,6 +55,73 @@ pricing::Forward forward_for(const Calibration& c, int64_t tokens, int64_t group
   return forward;
 }
 
+// A split wave whose children each train the same slots in one group: one
+// backward of their summed loss runs the children's backwards one after the
+// other, the last-forwarded child first (autograd's ready queue prefers the
+// most recently created nodes). The first child to run makes the slot's
+// gradients and autograd holds them in the parameters' input buffers; the
+// children that run later only add to those buffers. So the wave prices as one
+// forward whose gradient groups are its children, the whole slot gradient
+// pending on the last child (pending even when .grad exists: the buffers are
+// new tensors until the last contribution arrives), none on the others:
+//  - children not run yet (those forwarded before the running one) hold their
+//    boundaries and their head state (head_saved); the running child holds its
+//    output and its input gradient;
+//  - a child that runs later holds, in the layer it recomputes, its workspace
+//    plus its own contribution to that layer's gradient before it is added to
+//    the buffer (at most the slot's largest layer gradient);
+//  - one child's backward runs at a time: workspace and input gradient are the
+//    largest child's, not their sum.
+// The design priced splits by summing every child's output and input gradient
+// and charging the slot set at its smallest child (the largest excess), which
+// over-estimated split waves by 10-12% and missed the head state of children
+// not run yet (docs/accuracy.md).
+bool one_backward_of_one_slot_set(const WaveLiveness& w) {
+  if (w.children.size() < 2) return false;
+  for (const WaveLiveness::Child& child : w.children) {
+    if (child.groups != 1 || child.slots.size() > 1 || child.slots != w.children.front().slots) return false;
+  }
+  return true;
+}
+
+pricing::Forward split_as_groups(const Calibration& c, const WaveLiveness& w, bool floor_only) {
+  const size_t layers = static_cast<size_t>(c.layers);
+  const std::vector<std::string>& slots = w.children.front().slots;
+  std::vector<uint64_t> slot_gradient(layers, 0);
+  if (!slots.empty() && !floor_only) {
+    const std::vector<uint64_t> seen = c.slot_gradients(slots.front());
+    for (size_t i = 0; i < layers && i < seen.size(); ++i) slot_gradient[i] = seen[i];
+  }
+  const uint64_t largest_layer_gradient =
+      slot_gradient.empty() ? 0 : *std::max_element(slot_gradient.begin(), slot_gradient.end());
+
+  pricing::Forward forward;
+  const size_t last = w.children.size() - 1;
+  uint64_t head_saved_before = 0;  // held by the children forwarded before child k: they run after it
+  uint64_t workspace = 0, input_gradient = 0, output = 0;
+  for (size_t k = 0; k < w.children.size(); ++k) {
+    const int64_t tokens = w.children[k].tokens;
+    workspace = std::max(workspace, c.workspace.bytes_at(tokens) + (k == last ? 0 : largest_layer_gradient));
+    input_gradient = std::max(input_gradient, c.input_gradient.bytes_at(tokens));
+    output = std::max(output, c.output.bytes_at(tokens) + head_saved_before);
+    head_saved_before += c.head_saved.bytes_at(tokens);
+
+    pricing::Group group;
+    group.boundary_bytes.resize(layers);
+    group.pending_gradient_bytes.assign(layers, 0);
+    for (size_t i = 0; i < layers; ++i) group.boundary_bytes[i] = as_bytes(c.boundary[i].bytes_at(tokens));
+    if (k == last && !slots.empty()) {
+      group.slot = slots.front();
+      for (size_t i = 0; i < layers; ++i) group.pending_gradient_bytes[i] = as_bytes(slot_gradient[i]);
+    }
+    forward.groups.push_back(std::move(group));
+  }
+  forward.workspace_bytes = as_bytes(workspace);
+  forward.input_gradient_bytes = as_bytes(input_gradient);
+  forward.output_bytes = as_bytes(output);
+  return forward;
+}
+
 }  // namespace
 
 pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
@@ -68,12 +135,15 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
     plan.forwards.push_back(forward_for(c, w.tokens, w.groups, w.slots, floor_only, live_at_start));
     return plan;
   }
-  // A split: every child's graph stays live until one backward. Autograd
-  // holds each parameter's gradient from the first child's backward in the
-  // parameter's input buffer until the last child's arrives, and only then
-  // adds it to .grad: a split wave has its gradients pending whether or not
-  // .grad exists (seen in the trace as a layer's gradient-sized allocation
-  // made by one child's backward and freed by another's).
+  if (one_backward_of_one_slot_set(w)) {
+    plan.forwards.push_back(split_as_groups(c, w, floor_only));
+    return plan;
+  }
+  // Children training different slot sets (or several groups each): the
+  // design's rule, one forward per child (every term summed except the
+  // workspace, the adapter term charged once per slot set). Each child's
+  // gradients are pending whether or not .grad exists: autograd buffers them
+  // until the last child's contribution arrives.
   for (const WaveLiveness::Child& child : w.children) {
     std::vector<uint64_t> live(static_cast<size_t>(c.layers), 0);
     plan.forwards.push_back(forward_for(c, child.tokens, child.groups, child.slots, floor_only, live));

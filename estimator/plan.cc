@@ -184,6 +184,14 @@ class PlanReader {
     forward.output_bytes = optional_bytes(value, path, "output_bytes");
     forward.workspace_bytes = optional_bytes(value, path, "workspace_bytes");
     forward.input_gradient_bytes = optional_bytes(value, path, "input_gradient_bytes");
+    if (value.contains("workspace_after_gradient_bytes")) {
+      forward.workspace_after_gradient_bytes = optional_bytes(value, path, "workspace_after_gradient_bytes");
+      if (*forward.workspace_after_gradient_bytes > forward.workspace_bytes) {
+        fail(member(path, "workspace_after_gradient_bytes"),
+             fmt::format("{} is more than workspace_bytes ({}): what is left of the workspace cannot exceed it",
+                         *forward.workspace_after_gradient_bytes, forward.workspace_bytes));
+      }
+    }
     for (ParsedGroup& parsed : groups(value, path, false, 1)) {
       Group& group = forward.groups.emplace_back();
       group.slot = std::move(parsed.slot);
@@ -197,7 +205,8 @@ class PlanReader {
   std::vector<Forward> children(const Json& root) {
     const Json& list = root["children"];
     if (!list.is_array()) fail("children", "must be an array of plans");
-    for (std::string_view key : {"output_bytes", "workspace_bytes", "input_gradient_bytes"}) {
+    for (std::string_view key :
+         {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes"}) {
       auto it = root.find(key);
       if (it != root.end() && !(is_non_negative_integer(*it) && it->get<std::uint64_t>() == 0)) {
         fail(std::string(key), "a split wave takes this from its children; give it there");
@@ -216,7 +225,9 @@ class PlanReader {
         if (child.contains(key)) fail(member(path, key), "belongs to the whole wave: give it at the top level only");
       }
       if (child.contains("children")) fail(member(path, "children"), "a child cannot itself be split");
-      only_fields(child, path, {"output_bytes", "workspace_bytes", "input_gradient_bytes", "groups"});
+      only_fields(
+          child, path,
+          {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes", "groups"});
       out.push_back(forward(child, path));
     }
     return out;
@@ -316,7 +327,7 @@ Plan parse_plan(const Json& json, const std::string& field_prefix) {
   if (json.contains("max_tokens")) reader.fail("max_tokens", "belongs to per-token admission plans (price --budget)");
   reader.only_fields(json, "",
                      {"safety_factor", "transient_bytes", "profiled", "output_bytes", "workspace_bytes",
-                      "input_gradient_bytes", "groups", "children"});
+                      "workspace_after_gradient_bytes", "input_gradient_bytes", "groups", "children"});
   Plan plan;
   reader.wave_settings(json, plan.safety_factor, plan.transient_bytes, plan.profiled);
   auto children = json.find("children");

@@ -11,7 +11,7 @@
 
 namespace psc::pricing {
 
-GroupExcess group_excess(const Group& group) {
+GroupExcess group_excess(const Group& group, Bytes overlap) {
   const Bytes* boundary = group.boundary_bytes.data();
   const Bytes* pending = group.pending_gradient_bytes.data();
   const Bytes outside = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
@@ -29,15 +29,23 @@ GroupExcess group_excess(const Group& group) {
     result.pending_total = outside;
     return result;
   }
+  // The overlap credit of layer i: the part of its own gradient that is made
+  // only after its workspace has shrunk (never more than the layer's boundary:
+  // the state after the layer is the next one's, without the credit).
+  const bool credit = overlap > 0 && kMutation != kMutationIgnoreOverlap;
+  auto credit_at = [&](size_t layer) {
+    return credit ? std::min(std::min(pending[layer], overlap), boundary[layer]) : Bytes{0};
+  };
   Bytes excess = outside + pending[layers - 1];
   Bytes pending_total = excess;
-  result.extra = excess;
+  result.extra = std::max(outside, excess - credit_at(layers - 1));
   result.peak_layer = static_cast<int>(layers - 1);
   for (size_t layer = layers - 1; layer-- > 0;) {
     excess += pending[layer] - boundary[layer + 1];
     pending_total += pending[layer];
-    if (excess > result.extra) {
-      result.extra = excess;
+    const Bytes term = excess - credit_at(layer);
+    if (term > result.extra) {
+      result.extra = term;
       result.peak_layer = static_cast<int>(layer);
     }
   }
@@ -59,13 +67,13 @@ struct ForwardTerms {
 //         = sum_h max(0, net_h) + max_g [extra_g - max(0, net_g)]
 // so one pass suffices. extra_g >= max(0, net_g) (the bottom layer's term is at
 // least net_g, and extra_g >= 0), so every candidate is non-negative.
-ForwardTerms forward_terms(const std::vector<Group>& groups) {
+ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap) {
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
   Bytes positive_nets = 0;
   Bytes best = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const GroupExcess excess = group_excess(groups[g]);
+    const GroupExcess excess = group_excess(groups[g], overlap);
     if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
     terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, excess.net);
@@ -106,9 +114,18 @@ void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::st
 
 }  // namespace
 
-AdapterTerm adapter_term(const std::vector<Group>& groups) { return forward_terms(groups).adapter; }
+AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap) {
+  return forward_terms(groups, overlap).adapter;
+}
 
-std::vector<std::string> adapter_gradient_slots(const Forward& forward) { return forward_terms(forward.groups).slots; }
+std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
+  return forward_terms(forward.groups, 0).slots;
+}
+
+static Bytes overlap_of(const Forward& forward) {
+  if (!forward.workspace_after_gradient_bytes) return 0;
+  return std::max<Bytes>(0, forward.workspace_bytes - *forward.workspace_after_gradient_bytes);
+}
 
 Price price(const Plan& plan) {
   Price result;
@@ -125,7 +142,7 @@ Price price(const Plan& plan) {
     c.workspace = std::max(c.workspace, forward.workspace_bytes);
     has_gradient_group = has_gradient_group || !forward.groups.empty();
 
-    ForwardTerms terms = forward_terms(forward.groups);
+    ForwardTerms terms = forward_terms(forward.groups, overlap_of(forward));
     c.retained += terms.retained;
     adapters.push_back(terms.adapter);
     if (forward.groups.empty()) continue;  // no backward: no adapter term, no peak

@@ -34,6 +34,12 @@ struct Forward {
   Bytes output_bytes = 0;
   Bytes workspace_bytes = 0;
   Bytes input_gradient_bytes = 0;
+  // What is left of the recomputed layer's workspace once that layer's own
+  // adapter gradients are made (<= workspace_bytes). The workspace peaks before
+  // the layer's gradients exist, so a layer's pending gradient overlaps the
+  // full workspace only in part. nullopt: the same as workspace_bytes (no overlap
+  // credit, the design's model as written).
+  std::optional<Bytes> workspace_after_gradient_bytes;
   std::vector<Group> groups;  // in forward order
 };
 
@@ -56,7 +62,14 @@ struct GroupExcess {
 
 // One pass over the layers, from the top (backward order). On ties the peak layer
 // is the first reached, i.e. the highest.
-GroupExcess group_excess(const Group& group);
+//
+// `overlap` = workspace_bytes - workspace_after_gradient_bytes of the group's
+// forward (0 without the field). While layer i recomputes, the group holds
+// either its gradients above i with the full workspace, or its gradients from
+// i up with what is left of the workspace, or (once layer i is done) the
+// latter less boundary i and no workspace; relative to the full workspace the
+// layer's term is excess(i) - min(p[i], overlap, b[i]).
+GroupExcess group_excess(const Group& group, Bytes overlap = 0);
 
 // The adapter term of one forward: worst backward order of its groups, closed form.
 struct AdapterTerm {
@@ -64,7 +77,7 @@ struct AdapterTerm {
   int peak_group = -1;  // index into the forward's groups; -1 when there are none
   int peak_layer = -1;
 };
-AdapterTerm adapter_term(const std::vector<Group>& groups);
+AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0);
 
 struct Components {
   Bytes output = 0;

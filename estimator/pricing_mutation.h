@@ -5,6 +5,7 @@
 //   2  count a shared parameter at its lowest layer instead of its highest
 //   3  forget the outside-decoder bucket p[L]
 //   4  charge split children with the same slot set once each instead of once
+//   5  ignore the overlap credit (workspace_after_gradient_bytes)
 #pragma once
 
 #ifndef PSC_PRICING_MUTATION
@@ -17,4 +18,5 @@ constexpr int kMutationDropOtherNets = 1;
 constexpr int kMutationSharedAtLowest = 2;
 constexpr int kMutationForgetOutside = 3;
 constexpr int kMutationSameSlotTwice = 4;
+constexpr int kMutationIgnoreOverlap = 5;
 }  // namespace psc::pricing

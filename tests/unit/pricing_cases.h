@@ -90,6 +90,9 @@ inline Case random_case(std::mt19937_64& rng, const Shape& shape) {
     oracle::Forward& forward = c.wave.forwards.emplace_back();
     forward.output = random_bytes(rng);
     forward.workspace = random_bytes(rng);
+    if (chance(rng, 40)) {
+      forward.workspace_after = std::uniform_int_distribution<std::int64_t>(0, forward.workspace)(rng);
+    }
     forward.input_gradient = random_bytes(rng);
     const int most = f + 1 == children ? groups_left : std::max(1, groups_left - (children - f - 1));
     const int count = std::uniform_int_distribution<int>(chance(rng, 5) ? 0 : 1, most)(rng);
@@ -146,6 +149,7 @@ inline Json forward_json(const oracle::Forward& forward, const Case& c) {
   Json out = Json::object();
   out["output_bytes"] = forward.output;
   out["workspace_bytes"] = forward.workspace;
+  if (forward.workspace_after) out["workspace_after_gradient_bytes"] = *forward.workspace_after;
   out["input_gradient_bytes"] = forward.input_gradient;
   Json groups = Json::array();
   for (const oracle::Group& g : forward.groups) groups.push_back(group_json(g, g.slot && c.as_parameters.at(*g.slot)));

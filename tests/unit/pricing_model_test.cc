@@ -52,6 +52,36 @@ TEST(PricingModel, SingleGroupUnequalLayersIsItsExtra) {
   EXPECT_EQ(t.peak_layer, 2);
 }
 
+TEST(PricingModel, WorkspaceOverlapCreditsTheRecomputedLayersOwnGradient) {
+  // b = [100, 100], p = [60, 60], workspace 500, 380 of it left once a layer's
+  // gradient is made: overlap 120.
+  // Layer 1: before its gradient 0 (+ full workspace), after it 60 - 120 -> the
+  //   worst is 0; after boundary 1 is freed, 60 - 100 = -40. Term: 60 - min(60, 120, 100) = 0.
+  // Layer 0: before 60 - 100 = -40, after 20 - 120 = -100, after freeing b[0]
+  //   20 - 100 = -80; term -40. extra = max(0, 0, -40) = 0 at layer 1.
+  // Without the field: layer 1 holds 60, layer 0 holds 20: extra 60.
+  const char* with = R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false,
+    "workspace_bytes": 500, "workspace_after_gradient_bytes": 380,
+    "groups": [ { "slot": "a", "boundary_bytes": [100, 100], "pending_gradient_bytes": [60, 60], "outside_gradient_bytes": 0 } ] })";
+  const Price p = price_of(with);
+  EXPECT_EQ(p.components.adapter_gradient, 0);
+  EXPECT_EQ(p.components.workspace, 500);
+  EXPECT_EQ(p.raw_bytes, 200 + 500);
+  EXPECT_EQ(p.peak.layer, 1);
+  // Same plan with what is left equal to the workspace: no credit, the design's figure.
+  const Price same = price_of(R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false,
+    "workspace_bytes": 500, "workspace_after_gradient_bytes": 500,
+    "groups": [ { "slot": "a", "boundary_bytes": [100, 100], "pending_gradient_bytes": [60, 60], "outside_gradient_bytes": 0 } ] })");
+  EXPECT_EQ(same.components.adapter_gradient, 60);
+  // The credit never exceeds the layer's boundary: b = [10, 10], p = [0, 60],
+  // overlap 120: layer 1 term 60 - min(60, 120, 10) = 50 (once layer 1 is done
+  // its boundary is gone but its gradient stays, with no workspace).
+  Group g{"a", {10, 10}, {0, 60}, 0};
+  EXPECT_EQ(group_excess(g, 120).extra, 50);
+  EXPECT_EQ(group_excess(g, 0).extra, 60);
+  EXPECT_EQ(group_excess(g, 5).extra, 55);
+}
+
 TEST(PricingModel, OtherGroupsPositiveNetCountsInTheWorstOrder) {
   // A: b = [10, 10], p = [100, 0]: extra 90 (layer 0), net 100 - 20 = 80.
   // B: b = [1000, 0], p = [0, 40]: extra 40 (layer 1), net 40 - 1000 = -960.

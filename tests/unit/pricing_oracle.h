@@ -8,6 +8,12 @@
 //    that live outside the decoder (or belong to no layer), then walks layers
 //    L-1..0: at layer i it allocates the gradient of every parameter it touches
 //    there for the first time, the state is observed, and boundary i is freed;
+//  - with workspace_after (what is left of a forward's workspace once a
+//    layer's own gradients are made; the workspace itself is charged at its
+//    full size), the state at layer i is the worst of three moments: before
+//    the layer's gradients are allocated (full workspace), after them (the
+//    workspace shrunk by workspace - workspace_after) and after boundary i is
+//    freed (no workspace), each seen relative to the full workspace;
 //  - a parameter that already has a gradient, or is not trainable, allocates
 //    nothing; a group whose slot is null trains nothing;
 //  - groups of one forward run one after another in any order;
@@ -50,6 +56,7 @@ struct Forward {
   std::int64_t output = 0;
   std::int64_t workspace = 0;
   std::int64_t input_gradient = 0;
+  std::optional<std::int64_t> workspace_after;
   std::vector<Group> groups;
 };
 
@@ -130,12 +137,16 @@ class Simulation {
           if (trains(group, t) && (t.outside_decoder || t.layers.empty())) allocate(*group.slot, t);
         }
         observe(f, g, -1, live);
+        const Forward& forward = wave_.forwards[f];
+        const std::int64_t shrink =
+            forward.workspace_after ? std::max<std::int64_t>(0, forward.workspace - *forward.workspace_after) : 0;
         for (int layer = static_cast<int>(group.boundary.size()) - 1; layer >= 0; --layer) {
+          const std::int64_t before = live;
           for (const Tensor& t : group.tensors) {
             const bool touched = std::find(t.layers.begin(), t.layers.end(), layer) != t.layers.end();
             if (trains(group, t) && !t.outside_decoder && touched) allocate(*group.slot, t);
           }
-          observe(f, g, layer, live);
+          observe(f, g, layer, std::max({before, live - shrink, live - group.boundary[layer]}));
           live -= group.boundary[layer];
         }
         observe(f, g, -2, live);  // after the group: not a location a price names

@@ -52,6 +52,19 @@ TEST(PricingPlan, AcceptsTheDesignExampleAndDefaults) {
   EXPECT_EQ(plan.forwards[0].output_bytes, 0);  // absent: 0
 }
 
+TEST(PricingPlan, WorkspaceAfterGradientIsOptionalAndAtMostTheWorkspace) {
+  EXPECT_FALSE(parse_plan(Json::parse(with_groups(kGood))).forwards[0].workspace_after_gradient_bytes.has_value());
+  const std::string head =
+      R"({"safety_factor": 1.1, "transient_bytes": 0, "profiled": false, "workspace_bytes": 100, )";
+  const Plan plan =
+      parse_plan(Json::parse(head + R"("workspace_after_gradient_bytes": 40, "groups": [)" + kGood + "]}"));
+  EXPECT_EQ(plan.forwards[0].workspace_after_gradient_bytes, 40);
+  expect_refused(head + R"("workspace_after_gradient_bytes": 101, "groups": [)" + kGood + "]}",
+                 "workspace_after_gradient_bytes", "cannot exceed");
+  expect_refused(head + R"("workspace_after_gradient_bytes": -1, "groups": [)" + kGood + "]}",
+                 "workspace_after_gradient_bytes", "");
+}
+
 TEST(PricingPlan, NullSlotNeedsNoGradientFields) {
   const Plan plan = parse_plan(Json::parse(with_groups(R"({"slot": null, "boundary_bytes": [7, 8]})")));
   EXPECT_FALSE(plan.forwards[0].groups[0].slot.has_value());

@@ -25,6 +25,7 @@ struct Coverage {
   int shared_parameter_mattered = 0;    // counting it at its lowest layer changes the price
   int outside_mattered = 0;
   int same_slot_set_children = 0;
+  int overlap_mattered = 0;  // the workspace overlap credit lowers the adapter term
 };
 
 void expect_matches_oracle(const Case& c, Coverage& coverage) {
@@ -58,6 +59,10 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
 
   // Coverage bookkeeping: the single-group worst (no other nets) falls short.
   for (const Forward& f : plan.forwards) {
+    if (f.workspace_after_gradient_bytes) {
+      const Bytes overlap = f.workspace_bytes - *f.workspace_after_gradient_bytes;
+      if (adapter_term(f.groups, overlap).bytes < adapter_term(f.groups).bytes) ++coverage.overlap_mattered;
+    }
     Bytes worst_single = 0;
     for (const Group& g : f.groups) worst_single = std::max(worst_single, group_excess(g).extra);
     if (adapter_term(f.groups).bytes > worst_single) ++coverage.worst_order_not_drain_order;
@@ -108,6 +113,7 @@ TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
   EXPECT_GT(coverage.worst_order_not_drain_order, 100);
   EXPECT_GT(coverage.shared_parameter_mattered, 20);
   EXPECT_GT(coverage.outside_mattered, 100);
+  EXPECT_GT(coverage.overlap_mattered, 50);
 }
 
 TEST(PricingProperty, SplitWavesMatchBruteForce) {
@@ -123,6 +129,7 @@ TEST(PricingProperty, SplitWavesMatchBruteForce) {
   }
   EXPECT_GT(coverage.same_slot_set_children, 100);
   EXPECT_GT(coverage.worst_order_not_drain_order, 50);
+  EXPECT_GT(coverage.overlap_mattered, 50);
 }
 
 TEST(PricingProperty, ManyLayersFewGroups) {
@@ -192,13 +199,16 @@ TEST(PricingProperty, MergingGroupsIntoOneChainUnderPrices) {
   for (int i = 0; i < 500; ++i) {
     const Case c = testing::random_case(rng, shape);
     const Plan plan = parse_plan(testing::plan_json(c));
-    const std::vector<Group>& gs = plan.forwards[0].groups;
+    const Forward& forward = plan.forwards[0];
+    const std::vector<Group>& gs = forward.groups;
     if (gs.size() < 2) continue;
     ++multi;
     const Bytes worst = oracle::price(c.wave).adapter;
-    ASSERT_EQ(adapter_term(gs).bytes, worst);
-    if (group_excess(concatenated_chain(gs)).extra < worst) ++chain_under;
-    if (group_excess(layerwise_sum(gs)).extra < worst) ++sum_under;
+    const Bytes overlap =
+        forward.workspace_after_gradient_bytes ? forward.workspace_bytes - *forward.workspace_after_gradient_bytes : 0;
+    ASSERT_EQ(adapter_term(gs, overlap).bytes, worst);
+    if (group_excess(concatenated_chain(gs), overlap).extra < worst) ++chain_under;
+    if (group_excess(layerwise_sum(gs), overlap).extra < worst) ++sum_under;
   }
   EXPECT_GT(chain_under, multi / 10) << "of " << multi;
   EXPECT_GT(sum_under, multi / 10) << "of " << multi;
