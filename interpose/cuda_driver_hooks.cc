@@ -81,6 +81,20 @@ using psc::MemoryKind;
 
 #define PSC_HIDDEN extern "C" __attribute__((visibility("hidden")))
 
+// ---- initialisation ----------------------------------------------------------------
+
+// The first point where a process is known to use CUDA, before any context
+// exists: the CUPTI backend starts here (as an injection library would), so
+// it sees the primary context's creation and every module load.
+PSC_HIDDEN CUresult psc_cuInit(unsigned int flags) {
+  using Fn = CUresult (*)(unsigned int);
+  Fn real = driver_real<Fn>(DriverFn::kInit);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = real(flags);
+  if (r == CUDA_SUCCESS && psc::rt::enabled()) after_cu_init();
+  return r;
+}
+
 // ---- device memory ---------------------------------------------------------------
 
 PSC_HIDDEN CUresult psc_cuMemAlloc_v2(CUdeviceptr* out, size_t bytes) {
@@ -257,6 +271,7 @@ PSC_HIDDEN CUresult psc_cuMemUnmap(CUdeviceptr address, size_t bytes) {
 #define PSC_DRIVER_EXPORT(exported, internal) \
   extern "C" __attribute__((visibility("default"), alias(#internal), nothrow)) decltype(internal) exported;
 
+PSC_DRIVER_EXPORT(cuInit, psc_cuInit)
 PSC_DRIVER_EXPORT(cuMemAlloc_v2, psc_cuMemAlloc_v2)
 PSC_DRIVER_EXPORT(cuMemFree_v2, psc_cuMemFree_v2)
 PSC_DRIVER_EXPORT(cuMemAllocManaged, psc_cuMemAllocManaged)

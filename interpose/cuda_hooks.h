@@ -33,6 +33,7 @@ DlsymFn real_dlsym();
 #define PSC_DRIVER_FUNCTIONS(X)                                                                    \
   X(GetProcAddress, "cuGetProcAddress", "cuGetProcAddress", true)                                  \
   X(GetProcAddress_v2, "cuGetProcAddress_v2", "cuGetProcAddress", true)                            \
+  X(Init, "cuInit", "cuInit", true)                                                                \
   X(MemAlloc_v2, "cuMemAlloc_v2", "cuMemAlloc", true)                                              \
   X(MemFree_v2, "cuMemFree_v2", "cuMemFree", true)                                                 \
   X(MemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync", true)                                     \
@@ -53,6 +54,8 @@ DlsymFn real_dlsym();
   X(MemMap, "cuMemMap", "cuMemMap", true)                                                          \
   X(MemUnmap, "cuMemUnmap", "cuMemUnmap", true)                                                    \
   X(CtxGetDevice, "cuCtxGetDevice", "cuCtxGetDevice", false)                                       \
+  X(CtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent", false)                                    \
+  X(MemGetInfo_v2, "cuMemGetInfo_v2", "cuMemGetInfo", false)                                       \
   X(DeviceGetMemPool, "cuDeviceGetMemPool", "cuDeviceGetMemPool", false)                           \
   X(MemPoolGetAttribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute", false)
 
@@ -180,5 +183,11 @@ void vmm_retained(uint64_t handle);
 void vmm_before_release(const rt::HookGuard& guard, uint64_t handle);
 void vmm_mapped(const rt::HookGuard& guard, uint64_t address, uint64_t bytes, uint64_t handle);
 void vmm_before_unmap(const rt::HookGuard& guard, uint64_t address, uint64_t bytes);
+
+// ---- device level (device_samples.cc) and CUPTI (cupti_backend.cc) ---------------
+
+// cuInit succeeded: the process uses CUDA. Starts the CUPTI backend (once,
+// per PEAKSCOPE_CUPTI) and the device-level samples.
+void after_cu_init();
 
 }  // namespace psc::interpose::cuda

@@ -53,7 +53,7 @@ void pool_counter_name(char* out, uint64_t pool) {
   out[n] = 0;
 }
 
-void sample_pools() {
+void sample_pools(const rt::RangeBoundary&) {
   if (!rt::enabled()) return;
   GetPoolFn get_pool = reinterpret_cast<GetPoolFn>(
       g_driver_real[static_cast<int>(DriverFn::kDeviceGetMemPool)].load(std::memory_order_acquire));
@@ -119,7 +119,7 @@ void note_pool_use(int16_t device, uint64_t pool) {
   }
   if (PSC_UNLIKELY(!g_sampler_installed.load(std::memory_order_relaxed))) {
     g_sampler_installed.store(true, std::memory_order_relaxed);
-    rt::set_range_boundary_hook(sample_pools);
+    rt::add_range_boundary_hook(sample_pools);
   }
 }
 

@@ -56,6 +56,13 @@ void load_config() {
   c.fork_policy = (fork && strcmp(fork, "stop") == 0) ? ForkPolicy::kStop : ForkPolicy::kFollow;
   c.disabled = env_flag("PEAKSCOPE_DISABLE");
   c.quiet = env_flag("PEAKSCOPE_QUIET");
+  const char* cupti = getenv("PEAKSCOPE_CUPTI");
+  c.cupti = CuptiMode::kAuto;
+  if (cupti && strcmp(cupti, "0") == 0) c.cupti = CuptiMode::kOff;
+  if (cupti && strcmp(cupti, "1") == 0) c.cupti = CuptiMode::kOn;
+  if (const char* library = getenv("PEAKSCOPE_CUPTI_LIBRARY")) {
+    strncpy(c.cupti_library, library, sizeof c.cupti_library - 1);
+  }
   c.rank = env_int("RANK");
   c.local_rank = env_int("LOCAL_RANK");
   g_config = c;

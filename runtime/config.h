@@ -8,6 +8,10 @@
 namespace psc::rt {
 
 enum class ForkPolicy : uint8_t { kFollow, kStop };
+// PEAKSCOPE_CUPTI: kAuto starts the CUPTI backend when the process initialises
+// CUDA and libcupti loads, quietly doing without it otherwise; kOn also says on
+// stderr when it cannot start; kOff never loads it.
+enum class CuptiMode : uint8_t { kAuto, kOn, kOff };
 
 struct Config {
   char output[4096];        // PEAKSCOPE_OUTPUT: trace path ("" = default name in cwd)
@@ -21,6 +25,8 @@ struct Config {
   ForkPolicy fork_policy;   // PEAKSCOPE_FORK=follow|stop
   bool disabled;            // PEAKSCOPE_DISABLE=1
   bool quiet;               // PEAKSCOPE_QUIET=1: no messages on stderr
+  CuptiMode cupti;          // PEAKSCOPE_CUPTI=0|1|auto (default auto)
+  char cupti_library[512];  // PEAKSCOPE_CUPTI_LIBRARY: what to dlopen ("" = libcupti.so.13)
   int32_t rank;             // RANK (-1 unset)
   int32_t local_rank;       // LOCAL_RANK (-1 unset)
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/config.h"
+#include "runtime/recorder.h"
 #include "runtime/state.h"
 #include "runtime/strings.h"
 #include "runtime/sys.h"
@@ -111,7 +112,11 @@ __attribute__((destructor(101))) void psc_finalise() {
 }
 
 void finalise_before_exit() {
-  if (getpid() == g_pid) psc_finalise();
+  if (getpid() != g_pid) return;
+  // Nothing has been torn down on this path (no atexit handler, no destructor
+  // ran), so a source holding events elsewhere (CUPTI) can still hand them over.
+  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kRecording)) run_flush_hook();
+  psc_finalise();
 }
 
 }  // namespace psc::rt

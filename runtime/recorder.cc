@@ -18,14 +18,21 @@ std::atomic<uint64_t> g_drops[format::kDropReasonCount];
 
 namespace {
 
-std::atomic<RangeBoundaryHook> g_range_boundary_hook{nullptr};
+std::atomic<RangeBoundaryHook> g_range_boundary_hooks[kMaxRangeBoundaryHooks];
+std::atomic<FlushHook> g_flush_hook{nullptr};
 
-inline void after_range_boundary() {
-  if (RangeBoundaryHook hook = g_range_boundary_hook.load(std::memory_order_acquire)) hook();
+inline void after_range_boundary(EventKind kind, uint64_t id, uint32_t name) {
+  const RangeBoundary boundary{kind, id, name};
+  for (auto& slot : g_range_boundary_hooks) {
+    RangeBoundaryHook hook = slot.load(std::memory_order_acquire);
+    if (!hook) break;  // slots fill from the front
+    hook(boundary);
+  }
 }
 
 struct Fields {
   EventKind kind;
+  uint64_t time_ns = 0;  // 0: now (a constant for every caller but record_deferred)
   uint64_t address = 0;
   uint64_t bytes = 0;
   uint64_t stream = 0;
@@ -35,6 +42,7 @@ struct Fields {
   MemoryKind memory = MemoryKind::kNone;
   Api api = Api::kNone;
   uint8_t flags = 0;
+  bool no_range = false;  // deferred events: the range open now is not theirs
 };
 
 PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
@@ -96,12 +104,12 @@ __attribute__((always_inline)) inline void emit(const Fields& f) {
   mark_busy(b);
   Event& e = b->slots[head & b->mask];
   e.seq = g_seq.fetch_add(1, std::memory_order_seq_cst) + 1;
-  e.time_ns = sys::monotonic_ns();
+  e.time_ns = f.time_ns ? f.time_ns : sys::monotonic_ns();
   e.address = f.address;
   e.bytes = f.bytes;
   e.stream = f.stream;
   e.thread = b->index;
-  e.range = StringId{innermost_range(t)};
+  e.range = StringId{f.no_range ? 0 : innermost_range(t)};
   e.name = StringId{f.name};
   e.payload = StringId{f.payload};
   e.device = f.device;
@@ -151,7 +159,7 @@ void record_range_push(const char* name, Api api) {
   f.name = id;
   f.api = api;
   emit(f);
-  after_range_boundary();
+  after_range_boundary(EventKind::kRangePush, 0, id);
 }
 
 void record_range_pop(Api api) {
@@ -162,7 +170,7 @@ void record_range_pop(Api api) {
   f.api = api;
   emit(f);  // recorded while the range is still innermost
   if (t.range_depth > 0) --t.range_depth;
-  after_range_boundary();
+  after_range_boundary(EventKind::kRangePop, 0, f.name);
 }
 
 void record_mark(const char* name, const char* json_payload, Api api) {
@@ -181,7 +189,7 @@ void record_range_start(uint64_t id, const char* name, Api api) {
   f.name = intern(name);
   f.api = api;
   emit(f);
-  after_range_boundary();
+  after_range_boundary(EventKind::kRangeStart, id, f.name);
 }
 
 void record_range_end(uint64_t id, Api api) {
@@ -189,10 +197,39 @@ void record_range_end(uint64_t id, Api api) {
   f.address = id;
   f.api = api;
   emit(f);
-  after_range_boundary();
+  after_range_boundary(EventKind::kRangeEnd, id, 0);
 }
 
-void set_range_boundary_hook(RangeBoundaryHook hook) { g_range_boundary_hook.store(hook, std::memory_order_release); }
+bool add_range_boundary_hook(RangeBoundaryHook hook) {
+  for (auto& slot : g_range_boundary_hooks) {
+    RangeBoundaryHook expected = nullptr;
+    if (slot.compare_exchange_strong(expected, hook, std::memory_order_acq_rel) || expected == hook) return true;
+  }
+  return false;
+}
+
+void set_flush_hook(FlushHook hook) { g_flush_hook.store(hook, std::memory_order_release); }
+
+void run_flush_hook() {
+  if (FlushHook hook = g_flush_hook.load(std::memory_order_acquire)) hook();
+}
+
+void record_deferred(const DeferredRecord& r) {
+  if (!enabled()) return;
+  Fields f{r.kind};
+  f.time_ns = r.time_ns ? r.time_ns : 1;  // 0 would mean "now"
+  f.address = r.address;
+  f.bytes = r.bytes;
+  f.stream = r.stream;
+  f.name = r.name && *r.name ? intern(r.name) : 0;
+  f.payload = r.payload ? intern(r.payload) : 0;
+  f.device = r.device;
+  f.memory = r.memory;
+  f.api = r.api;
+  f.flags = kFlagDeferred;
+  f.no_range = true;
+  emit(f);
+}
 
 void record_counter(const char* name, uint64_t value, int16_t device, Api api) {
   if (!enabled()) return;
@@ -205,7 +242,9 @@ void record_counter(const char* name, uint64_t value, int16_t device, Api api) {
 }
 
 void flush() {
-  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kRecording)) writer_flush(5000000000ull);
+  if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::kRecording)) return;
+  run_flush_hook();
+  writer_flush(5000000000ull);
 }
 
 void reset_buffers_after_fork() {

@@ -60,11 +60,48 @@ void record_range_end(uint64_t id, Api api);
 // A sampled value, e.g. a memory pool's reserved bytes at a range boundary.
 void record_counter(const char* name, uint64_t value, int16_t device, Api api);
 
+// An event learnt after the fact (CUPTI activity records, delivered in
+// batches on CUPTI's thread): recorded now, so `seq` says when the recorder
+// learnt it, with `time_ns` set to when it happened. It carries
+// kFlagDeferred and range 0: consumers place it by time, not by sequence.
+struct DeferredRecord {
+  EventKind kind;    // kAlloc, kFree, kMark, kCounter
+  uint64_t time_ns;  // CLOCK_MONOTONIC, the trace's clock
+  uint64_t address = 0;
+  uint64_t bytes = 0;  // size, or the counter's value
+  uint64_t stream = 0;
+  const char* name = nullptr;  // mark / counter name, or an allocation's source library
+  const char* payload = nullptr;
+  int16_t device = -1;
+  MemoryKind memory = MemoryKind::kNone;
+  Api api = Api::kNone;
+};
+void record_deferred(const DeferredRecord& record);
+
+// What a range-boundary hook is told: the event just recorded, the range id
+// (start/end) and the interned name of the range opened or closed (0 for an
+// end, whose name the recorder does not know).
+struct RangeBoundary {
+  EventKind kind;  // kRangePush, kRangePop, kRangeStart, kRangeEnd
+  uint64_t id;
+  uint32_t name;
+};
+
 // Called on the annotating thread right after each range boundary (push, pop,
-// start, end) is recorded. At most one; interpose/ installs it to sample memory
-// pools once a process has used one. Costs one load and a branch when unset.
-using RangeBoundaryHook = void (*)();
-void set_range_boundary_hook(RangeBoundaryHook hook);
+// start, end) is recorded. interpose/ installs them: pool sampling once a
+// process has used a pool, device-level samples at wave and layer boundaries.
+// Costs a load and a branch per slot when none is set. False when all
+// kMaxRangeBoundaryHooks slots are taken.
+constexpr int kMaxRangeBoundaryHooks = 4;
+using RangeBoundaryHook = void (*)(const RangeBoundary& boundary);
+bool add_range_boundary_hook(RangeBoundaryHook hook);
+
+// Called by flush() before it waits for the writer, and on the way out through
+// _exit, so that a source holding events outside the recorder (CUPTI's
+// activity buffers) can hand them over first. At most one.
+using FlushHook = void (*)();
+void set_flush_hook(FlushHook hook);
+void run_flush_hook();
 
 // Blocks until everything recorded so far is in the file (bounded wait).
 void flush();
