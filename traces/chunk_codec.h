@@ -89,7 +89,7 @@ class ChunkEncoder {
       o = put_varint(o, e.range.value);
       t.range = e.range.value;
     }
-    const uint8_t fields = fields_of(e.kind);
+    const uint8_t fields = fields_of(e.kind, e.api);
     if (fields & kHasAddress) {
       o = put_varint(o, zigzag(static_cast<int64_t>(e.address - t.address)));
       t.address = e.address;

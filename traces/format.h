@@ -107,6 +107,15 @@ constexpr uint8_t fields_of(EventKind kind) {
   }
   return 0;
 }
+// An allocation or free that CUPTI reported (Api::kCupti) also carries its
+// name: the source library CUPTI named. The decoder knows the api (from the
+// thread's context) before the fields, and files written before Api::kCupti
+// existed never have it, so they read as before.
+constexpr uint8_t fields_of(EventKind kind, Api api) {
+  const uint8_t fields = fields_of(kind);
+  return (api == Api::kCupti && (kind == EventKind::kAlloc || kind == EventKind::kFree)) ? (fields | kHasName)
+                                                                                          : fields;
+}
 
 // ---- varints -----------------------------------------------------------------
 

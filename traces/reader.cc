@@ -119,7 +119,7 @@ class ChunkDecoder {
       p = varint(p, end, &v);
       t.range = static_cast<uint32_t>(v);
     }
-    const uint8_t fields = format::fields_of(e.kind);
+    const uint8_t fields = format::fields_of(e.kind, static_cast<Api>(t.api));
     if (fields & format::kHasAddress) {
       p = varint(p, end, &v);
       t.address += static_cast<uint64_t>(format::unzigzag(v));
