@@ -113,8 +113,7 @@ constexpr uint8_t fields_of(EventKind kind) {
 // existed never have it, so they read as before.
 constexpr uint8_t fields_of(EventKind kind, Api api) {
   const uint8_t fields = fields_of(kind);
-  return (api == Api::kCupti && (kind == EventKind::kAlloc || kind == EventKind::kFree)) ? (fields | kHasName)
-                                                                                          : fields;
+  return (api == Api::kCupti && (kind == EventKind::kAlloc || kind == EventKind::kFree)) ? (fields | kHasName) : fields;
 }
 
 // ---- varints -----------------------------------------------------------------
