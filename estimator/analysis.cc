@@ -22,6 +22,29 @@ PeakSite site_of(const PeakPoint& p, const TraceMeta& meta, const RangeParser& p
   return site;
 }
 
+// Hands every batch to the attribution pass and, when there is one, to the
+// device pass: one read of the file for both.
+class TeeVisitor : public TraceVisitor {
+ public:
+  TeeVisitor(TraceVisitor& first, TraceVisitor* second) : first_(first), second_(second) {}
+  void on_begin(const TraceMeta& meta) override {
+    first_.on_begin(meta);
+    if (second_) second_->on_begin(meta);
+  }
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
+    first_.on_events(events, count, meta);
+    if (second_) second_->on_events(events, count, meta);
+  }
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override {
+    first_.on_end(meta, status);
+    if (second_) second_->on_end(meta, status);
+  }
+
+ private:
+  TraceVisitor& first_;
+  TraceVisitor* second_;
+};
+
 // Both passes describe the same events, so every snapshot's breakdown must add
 // up to the live bytes pass 1 measured there. Say so if it does not.
 void check_sum(const char* what, uint64_t expected, const LiveBreakdown& live, std::vector<std::string>* warnings) {
@@ -36,10 +59,21 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   const RangeParser& parser = options.ranges ? *options.ranges : default_range_parser();
   const Classifier& classifier = options.classifier ? *options.classifier : default_classifier();
 
-  ScanPass scan(parser);
-  read_trace(path, scan);
-
+  // A trace without deferred events is scanned once, as it always was; one
+  // with them is scanned again with the events placed by time.
   Analysis analysis;
+  std::unique_ptr<ScanPass> scan_pass = std::make_unique<ScanPass>(parser);
+  DeferredCollector collector(scan_pass.get());
+  read_trace(path, collector);
+  if (collector.found()) {
+    analysis.placement =
+        build_placement(path, std::move(collector.deferred()), collector.strings(), collector.events());
+    scan_pass = std::make_unique<ScanPass>(parser);
+    scan_pass->count_withheld(analysis.placement->counts.withheld);
+    read_placed(path, analysis.placement.get(), *scan_pass);
+  }
+  ScanPass& scan = *scan_pass;
+
   const MemoryLevel level = scan.chosen_level();
   scan.fill_summary(&analysis.trace, &analysis.memory, level);
   const LevelScan& measured = scan.level(level);
@@ -57,7 +91,21 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   for (const LevelScan::Wave& w : measured.waves) inputs.snapshot_ordinals.push_back(w.peak.ordinal);
 
   AttributionPass attribute(inputs);
-  read_trace(path, attribute);
+  const auto& by_kind = analysis.trace.events_by_kind;
+  const bool has_counters = by_kind[static_cast<size_t>(EventKind::kCounter)] > 0;
+  const bool has_marks = by_kind[static_cast<size_t>(EventKind::kMark)] > 0;
+  std::unique_ptr<DeviceTruthPass> device;
+  if (analysis.placement || has_counters || has_marks) {
+    DeviceTruthPass::Inputs device_inputs;
+    device_inputs.ranges = &parser;
+    device_inputs.replay_memory = analysis.placement || has_counters;
+    device_inputs.event_limit = scan.events();
+    device_inputs.peak_ordinal = measured.peak.reached ? measured.peak.ordinal : UINT64_MAX;
+    device_inputs.waves = measured.waves.size();
+    device = std::make_unique<DeviceTruthPass>(device_inputs);
+  }
+  TeeVisitor both(attribute, device.get());
+  read_placed(path, analysis.placement.get(), both);
   const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
 
   const TraceMeta& meta = scan.meta();
@@ -78,6 +126,12 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
     analysis.waves.push_back(std::move(report));
   }
   analysis.timeline = attribute.timeline();
+  if (device) {
+    analysis.device = device->result(scan.waves());
+    if (analysis.placement) analysis.device.placement = analysis.placement->counts;
+    analysis.device.present = analysis.device.present || analysis.placement != nullptr;
+    pair_cold_warm(scan.waves(), &analysis.device);
+  }
   return analysis;
 }
 

@@ -1,7 +1,9 @@
 // Analysis of one trace: the peak, what is live at it and why, and each wave's
 // baseline and peak. What `peakscope report` prints; calibration builds on it.
 //
-// Streaming in two passes over the file, memory O(live allocations + waves):
+// Streaming in two passes over the file, memory O(live allocations + waves)
+// (one more, and the deferred events in memory, when the trace has CUPTI's
+// deferred events: see traces/deferred.h):
 //   1. scan: replay both memory levels, find the peak (first time reached),
 //      each wave's baseline and peak, and the waves' spans and payloads;
 //   2. attribute: replay the chosen level again; when each allocation ends
@@ -14,13 +16,16 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "estimator/analysis_scope.h"
 #include "estimator/attribution.h"
+#include "estimator/device_truth.h"
 #include "estimator/lifetimes.h"
 #include "estimator/ranges.h"
+#include "traces/deferred.h"
 #include "traces/reader.h"
 
 namespace psc {
@@ -49,6 +54,10 @@ struct LiveGroup {
   Category category = Category::kOther;
   uint64_t bytes = 0;
   uint64_t allocations = 0;
+  // Allocations only CUPTI saw (traces/deferred.h), with the library CUPTI
+  // named; false and "" for everything the hooks recorded.
+  bool cupti_only = false;
+  std::string source;
 };
 
 struct LayerRow {
@@ -127,6 +136,11 @@ struct Analysis {
   std::vector<WaveReport> waves;
   std::vector<TimelinePoint> timeline;
   std::vector<std::string> warnings;  // internal inconsistencies, never expected
+  // Where CUPTI's deferred events were placed; null when the trace has none.
+  // Every later pass over the same trace reads through it (read_placed) so
+  // that its events and ordinals are the ones analysed here.
+  std::shared_ptr<const DeferredPlacement> placement;
+  DeviceTruth device;  // device samples and CUPTI (present only when the trace has them)
 };
 
 // Throws TraceError when the file is not a readable trace. A truncated or

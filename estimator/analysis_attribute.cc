@@ -33,7 +33,10 @@ void AttributionPass::on_events(const Event* events, size_t count, const TraceMe
     }
     if (memory_level_of(e) != in_.level) continue;
     const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-    if (replay_.apply(e, site) != MemoryReplay::Effect::kNone) timeline_.record(e.time_ns, replay_.live_bytes());
+    const MemoryReplay::Effect effect = replay_.apply(e, site);
+    if (effect == MemoryReplay::Effect::kNone) continue;
+    if (effect == MemoryReplay::Effect::kAllocated && e.api == Api::kCupti) cupti_sources_[ordinal] = e.name;
+    timeline_.record(e.time_ns, replay_.live_bytes());
   }
 }
 
@@ -68,11 +71,18 @@ AllocationFacts AttributionPass::facts_of(const Lifetime& l) {
 }
 
 void AttributionPass::on_lifetime(const Lifetime& l) {
+  uint32_t source = 0;
+  if (!cupti_sources_.empty()) {
+    if (auto it = cupti_sources_.find(l.alloc.ordinal); it != cupti_sources_.end()) {
+      source = it->second.value + 1;
+      cupti_sources_.erase(it);
+    }
+  }
   // Most lifetimes cover no snapshot: find that out before classifying.
   auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
   if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
   const Attribution a = in_.classifier->classify(facts_of(l));
-  const GroupKey key{l.alloc.range.value, a.layer, a.category};
+  const GroupKey key{l.alloc.range.value, a.layer, a.category, source};
   for (auto it = lo; it != sorted_ordinals_.end() && *it < l.end.ordinal; ++it) {
     GroupTotal& total = groups_[sorted_snapshot_[static_cast<size_t>(it - sorted_ordinals_.begin())]][key];
     total.bytes += l.alloc.bytes;
@@ -121,13 +131,16 @@ LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& 
     b.allocations += total.allocations;
     b.category_bytes[static_cast<size_t>(key.category)] += total.bytes;
     b.groups.push_back(LiveGroup{std::string(meta.string(StringId{key.range})), key.layer, key.category, total.bytes,
-                                 total.allocations});
+                                 total.allocations, key.source != 0,
+                                 key.source ? std::string(meta.string(StringId{key.source - 1})) : std::string()});
   }
   std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
     if (x.bytes != y.bytes) return x.bytes > y.bytes;
     if (x.range != y.range) return x.range < y.range;
     if (x.layer != y.layer) return x.layer < y.layer;
-    return x.category < y.category;
+    if (x.category != y.category) return x.category < y.category;
+    if (x.cupti_only != y.cupti_only) return y.cupti_only;
+    return x.source < y.source;
   });
   b.layers = layer_rows(b.groups);
   return b;

@@ -49,12 +49,14 @@ class AttributionPass : public TraceVisitor, private LifetimeSink {
     uint32_t range;
     int32_t layer;
     Category category;
+    uint32_t source = 0;  // CUPTI-only: the source library's string id + 1; 0 for hooked
     friend bool operator==(const GroupKey&, const GroupKey&) = default;
   };
   struct GroupKeyHash {
     size_t operator()(const GroupKey& k) const {
       return (static_cast<size_t>(k.range) * 0x9E3779B97F4A7C15ull) ^
-             (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 8) ^ static_cast<size_t>(k.category);
+             (static_cast<size_t>(static_cast<uint32_t>(k.layer)) << 8) ^ static_cast<size_t>(k.category) ^
+             (static_cast<size_t>(k.source) << 40);
     }
   };
   struct GroupTotal {
@@ -80,6 +82,8 @@ class AttributionPass : public TraceVisitor, private LifetimeSink {
   std::vector<LiveBreakdown> breakdowns_;
   const TraceMeta* meta_ = nullptr;
   uint64_t ordinal_ = 0;
+  // CUPTI-only allocations still live: birth ordinal → source library.
+  std::unordered_map<uint64_t, StringId> cupti_sources_;
 };
 
 }  // namespace psc

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "estimator/device_truth_report.h"
+
 namespace psc {
 namespace {
 
@@ -74,12 +76,20 @@ json memory_to_json(const MemorySummary& m) {
 
 json groups_to_json(const std::vector<LiveGroup>& groups) {
   json out = json::array();
-  for (const LiveGroup& g : groups)
-    out.push_back({{"range", g.range},
-                   {"layer", layer_or_null(g.layer)},
-                   {"category", category_name(g.category)},
-                   {"bytes", g.bytes},
-                   {"allocations", g.allocations}});
+  for (const LiveGroup& g : groups) {
+    json row = {{"range", g.range},
+                {"layer", layer_or_null(g.layer)},
+                {"category", category_name(g.category)},
+                {"bytes", g.bytes},
+                {"allocations", g.allocations}};
+    // Only CUPTI-only groups carry these: reports of traces without CUPTI
+    // stay as they were.
+    if (g.cupti_only) {
+      row["cupti_only"] = true;
+      row["source"] = g.source;
+    }
+    out.push_back(std::move(row));
+  }
   return out;
 }
 
@@ -160,24 +170,26 @@ json analysis_to_json(const Analysis& a) {
   for (const TimelinePoint& p : a.timeline)
     timeline.push_back({{"time_ns", p.time_ns}, {"live_bytes", p.live_bytes}, {"max_bytes", p.max_bytes}});
 
-  return {{"events", a.trace.status.events},
-          {"dropped", a.trace.dropped},
-          {"drops", drops},
-          {"late_events", a.trace.late_events},
-          {"trace", trace_to_json(a.trace)},
-          {"level", memory_level_name(a.memory.level)},
-          {"memory", memory_to_json(a.memory)},
-          {"unmatched_frees", a.memory.counts.unmatched_frees},
-          {"peak_bytes", a.peak.bytes},
-          {"peak_time_ns", a.peak.site.reached ? a.peak.site.time_ns : 0},
-          {"peak_seq", a.peak.site.reached ? json(a.peak.site.seq) : json(nullptr)},
-          {"peak_site", site_to_json(a.peak.site)},
-          {"live_at_peak", groups_to_json(a.peak.live.groups)},
-          {"live_at_peak_by_category", categories_to_json(a.peak.live)},
-          {"layers_at_peak", layers_to_json(a.peak.live.layers)},
-          {"waves", waves},
-          {"timeline", timeline},
-          {"warnings", a.warnings}};
+  json out = {{"events", a.trace.status.events},
+              {"dropped", a.trace.dropped},
+              {"drops", drops},
+              {"late_events", a.trace.late_events},
+              {"trace", trace_to_json(a.trace)},
+              {"level", memory_level_name(a.memory.level)},
+              {"memory", memory_to_json(a.memory)},
+              {"unmatched_frees", a.memory.counts.unmatched_frees},
+              {"peak_bytes", a.peak.bytes},
+              {"peak_time_ns", a.peak.site.reached ? a.peak.site.time_ns : 0},
+              {"peak_seq", a.peak.site.reached ? json(a.peak.site.seq) : json(nullptr)},
+              {"peak_site", site_to_json(a.peak.site)},
+              {"live_at_peak", groups_to_json(a.peak.live.groups)},
+              {"live_at_peak_by_category", categories_to_json(a.peak.live)},
+              {"layers_at_peak", layers_to_json(a.peak.live.layers)},
+              {"waves", waves},
+              {"timeline", timeline},
+              {"warnings", a.warnings}};
+  if (a.device.present) out["device"] = device_truth_to_json(a);
+  return out;
 }
 
 }  // namespace psc

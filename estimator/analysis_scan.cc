@@ -71,7 +71,8 @@ void ScanPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
     trace->first_seq = first_seq_;
     trace->last_seq = last_seq_;
     const uint64_t span = last_seq_ - first_seq_ + 1;
-    trace->missing_seqs = span > ordinal_ ? span - ordinal_ : 0;
+    const uint64_t seen = ordinal_ + withheld_;
+    trace->missing_seqs = span > seen ? span - seen : 0;
   }
   trace->events_by_kind = by_kind_;
   trace->unmatched_range_ends = scope_.unmatched_pops();

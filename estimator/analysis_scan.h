@@ -56,6 +56,9 @@ class ScanPass : public TraceVisitor {
   uint64_t events() const { return ordinal_; }
   const TraceMeta& meta() const { return meta_; }
   void fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel level) const;
+  // Events of the file the pass was not shown (deferred events withheld by
+  // the placement): not lost, so not counted as missing sequence numbers.
+  void count_withheld(uint64_t events) { withheld_ += events; }
 
  private:
   void grew(LevelScan& level, const Event& e, const EventSite& site);
@@ -64,6 +67,7 @@ class ScanPass : public TraceVisitor {
   ScopeTracker scope_;
   std::array<LevelScan, kMemoryLevelCount> levels_;
   uint64_t ordinal_ = 0;
+  uint64_t withheld_ = 0;
   uint64_t first_time_ns_ = UINT64_MAX;
   uint64_t last_time_ns_ = 0;
   uint64_t first_seq_ = UINT64_MAX;

@@ -98,10 +98,10 @@ ScopeTracker::Update ScopeTracker::push(const Event& e, uint64_t ordinal, const 
   }
   if (is_wave(e.name, meta)) {
     const int32_t wave = begin_wave(e, ordinal);
-    stack.frames.push_back({e.name, wave});
+    stack.frames.push_back({e.name, wave, ordinal});
     return {Change::kWaveBegin, wave};
   }
-  stack.frames.push_back({e.name, -1});
+  stack.frames.push_back({e.name, -1, ordinal});
   return {};
 }
 
@@ -127,10 +127,10 @@ ScopeTracker::Update ScopeTracker::start(const Event& e, uint64_t ordinal, const
   if (is_wave(e.name, meta)) {
     const int32_t wave = begin_wave(e, ordinal);
     if (!e.payload.empty()) waves_.back().payload = parse_wave_payload(meta.string(e.payload));
-    open_ranges_.push_back({e.address, e.name, wave});
+    open_ranges_.push_back({e.address, e.name, wave, ordinal});
     return {Change::kWaveBegin, wave};
   }
-  open_ranges_.push_back({e.address, e.name, -1});
+  open_ranges_.push_back({e.address, e.name, -1, ordinal});
   return {};
 }
 
@@ -145,6 +145,22 @@ ScopeTracker::Update ScopeTracker::finish_range(const Event& e, uint64_t ordinal
   }
   ++unmatched_pops_;
   return {};
+}
+
+StringId ScopeTracker::latest_open_range() const {
+  StringId latest;
+  uint64_t latest_ordinal = 0;
+  bool any = false;
+  auto consider = [&](StringId name, uint64_t ordinal) {
+    if (any && ordinal < latest_ordinal) return;
+    latest = name;
+    latest_ordinal = ordinal;
+    any = true;
+  };
+  for (const ThreadStack& stack : threads_)
+    if (!stack.frames.empty()) consider(stack.frames.back().name, stack.frames.back().ordinal);
+  if (!open_ranges_.empty()) consider(open_ranges_.back().name, open_ranges_.back().ordinal);
+  return latest;
 }
 
 ScopeTracker::Update ScopeTracker::on_event(const Event& e, uint64_t ordinal, const TraceMeta& meta) {

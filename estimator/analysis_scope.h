@@ -7,6 +7,13 @@
 // one; else the most recently started process-wide range still open, because
 // autograd's worker threads may have no ranges of their own.
 //
+// A deferred event (kFlagDeferred: CUPTI's, placed by its time, see
+// traces/deferred.h) has no thread's range: it gets the range opened last
+// among all ranges open at its place in the stream, whichever thread pushed it
+// and process-wide ones included: the innermost thing the process was doing
+// then (the layer the autograd worker is in, while the main thread waits
+// inside its wave).
+//
 // Memory: per-thread stacks bounded by kMaxDepth, open process-wide ranges
 // bounded by kMaxOpenRanges, one small record per wave. Never O(events).
 #pragma once
@@ -65,9 +72,12 @@ class ScopeTracker {
   Update on_event(const Event& e, uint64_t ordinal, const TraceMeta& meta);
 
   StringId attributed_range(const Event& e) const {
+    if (e.flags & kFlagDeferred) return latest_open_range();
     if (!e.range.empty() || open_ranges_.empty()) return e.range;
     return open_ranges_.back().name;
   }
+  // The range opened last among those open now, on any thread or process-wide.
+  StringId latest_open_range() const;
   int32_t current_wave() const { return open_waves_.empty() ? -1 : open_waves_.back(); }
   // Waves open now, oldest first (almost always zero or one).
   const std::vector<int32_t>& open_waves() const { return open_waves_; }
@@ -78,7 +88,8 @@ class ScopeTracker {
  private:
   struct Frame {
     StringId name;
-    int32_t wave;  // the wave this frame opened, -1 for an ordinary range
+    int32_t wave;      // the wave this frame opened, -1 for an ordinary range
+    uint64_t ordinal;  // where it was opened
   };
   struct ThreadStack {
     std::vector<Frame> frames;
@@ -88,6 +99,7 @@ class ScopeTracker {
     uint64_t id;
     StringId name;
     int32_t wave;
+    uint64_t ordinal;
   };
 
   bool is_wave(StringId name, const TraceMeta& meta) { return ranges_->lookup(name, meta).phase == Phase::kWave; }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "estimator/analysis_json.h"
+#include "estimator/device_truth_report.h"
 
 namespace psc {
 namespace {
@@ -142,8 +143,10 @@ void render_ranges(const LiveBreakdown& live, size_t max_rows, Out& out) {
   out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", "size", "allocs", "category", "layer", "range");
   for (size_t i = 0; i < live.groups.size() && i < max_rows; ++i) {
     const LiveGroup& g = live.groups[i];
+    std::string range = g.range.empty() ? "(no range)" : g.range;
+    if (g.cupti_only) range += fmt::format(" [CUPTI-only: {}]", g.source.empty() ? "(unnamed)" : g.source);
     out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", human_bytes(g.bytes), grouped(g.allocations),
-                       category_name(g.category), layer_text(g.layer), g.range.empty() ? "(no range)" : g.range);
+                       category_name(g.category), layer_text(g.layer), range);
   }
   if (live.groups.size() > max_rows)
     out += fmt::format("  ... {} more groups (see --json)\n", live.groups.size() - max_rows);
@@ -216,6 +219,7 @@ std::string render_analysis_text(const Analysis& a, const TextOptions& options) 
     render_ranges(a.peak.live, options.max_ranges, out);
   }
   render_waves(a, options, out);
+  render_device_truth_text(a, out);
   return out;
 }
 

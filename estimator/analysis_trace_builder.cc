@@ -114,10 +114,50 @@ void SyntheticTrace::map(uint32_t thread, uint64_t address, uint64_t bytes, Even
   writer_.event(e);
 }
 
-void SyntheticTrace::counter(uint32_t thread, std::string_view name, uint64_t value) {
+void SyntheticTrace::counter(uint32_t thread, std::string_view name, uint64_t value, int16_t device) {
   Event e = next(thread, EventKind::kCounter);
   e.name = writer_.intern(name);
   e.bytes = value;
+  e.device = device;
+  writer_.event(e);
+}
+
+Event SyntheticTrace::deferred(uint32_t thread, EventKind kind, uint64_t time_ns) {
+  stack(thread);  // names the thread before its first event
+  Event e{};
+  e.seq = ++seq_;
+  e.time_ns = time_ns;
+  e.thread = thread;
+  e.kind = kind;
+  e.device = -1;
+  e.api = Api::kCupti;
+  e.flags = kFlagDeferred;
+  return e;
+}
+
+void SyntheticTrace::cupti_alloc(uint32_t thread, uint64_t time_ns, uint64_t address, uint64_t bytes,
+                                 std::string_view source, int16_t device) {
+  Event e = deferred(thread, EventKind::kAlloc, time_ns);
+  e.address = address;
+  e.bytes = bytes;
+  e.device = device;
+  e.memory = MemoryKind::kDevice;
+  e.name = source.empty() ? StringId{} : writer_.intern(source);
+  writer_.event(e);
+}
+
+void SyntheticTrace::cupti_free(uint32_t thread, uint64_t time_ns, uint64_t address, int16_t device) {
+  Event e = deferred(thread, EventKind::kFree, time_ns);
+  e.address = address;
+  e.device = device;
+  e.memory = MemoryKind::kDevice;
+  writer_.event(e);
+}
+
+void SyntheticTrace::deferred_mark(uint32_t thread, uint64_t time_ns, std::string_view name, std::string_view payload) {
+  Event e = deferred(thread, EventKind::kMark, time_ns);
+  e.name = writer_.intern(name);
+  e.payload = writer_.intern(payload);
   writer_.event(e);
 }
 

@@ -43,7 +43,17 @@ class SyntheticTrace {
   void free(uint32_t thread, uint64_t address) { free(thread, address, Memory{}); }
   void free(uint32_t thread, uint64_t address, const Memory& how, uint64_t bytes = 0);
   void map(uint32_t thread, uint64_t address, uint64_t bytes, EventKind kind = EventKind::kMap);
-  void counter(uint32_t thread, std::string_view name, uint64_t value);
+  void counter(uint32_t thread, std::string_view name, uint64_t value, int16_t device = -1);
+
+  // What CUPTI reports after the fact (kFlagDeferred): the next sequence
+  // number, but `time_ns` in the past (the trace's clock does not move), no
+  // range. Allocations and frees are Api::kCupti with the source library in
+  // Event::name, as the recorder writes them.
+  void cupti_alloc(uint32_t thread, uint64_t time_ns, uint64_t address, uint64_t bytes, std::string_view source,
+                   int16_t device = 0);
+  void cupti_free(uint32_t thread, uint64_t time_ns, uint64_t address, int16_t device = 0);
+  // A deferred mark (cupti.first_kernel, ...) placed at time_ns.
+  void deferred_mark(uint32_t thread, uint64_t time_ns, std::string_view name, std::string_view payload);
 
   void drops(const std::array<uint64_t, format::kDropReasonCount>& counts) { writer_.drops(counts); }
   void close(bool clean_end = true) { writer_.close(clean_end); }
@@ -59,6 +69,7 @@ class SyntheticTrace {
 
  private:
   Event next(uint32_t thread, EventKind kind);
+  Event deferred(uint32_t thread, EventKind kind, uint64_t time_ns);
   std::vector<StringId>& stack(uint32_t thread);
 
   TraceWriter writer_;

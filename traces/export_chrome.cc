@@ -256,7 +256,7 @@ class ChromeExporter : public Exporter {
     warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     ChromeWriter writer(model, out, options);
-    read_trace(options.trace, writer);
+    read_placed(options.trace, model.analysis.placement.get(), writer);
     out.commit();
   }
 };

@@ -286,7 +286,7 @@ ExportModel build_export_model(const std::string& trace, const ExportModelOption
   if (!options.categories && options.sample_points == 0) return model;
   model.categories = std::make_unique<CategoryLog>();
   CategoryPass pass(model, *model.categories, options);
-  read_trace(trace, pass);
+  read_placed(trace, model.analysis.placement.get(), pass);
   model.samples = pass.samples();
   if (!options.categories) model.categories.reset();
   return model;

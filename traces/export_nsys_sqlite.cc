@@ -348,7 +348,7 @@ class NsysSqliteExporter : public Exporter {
       db.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;");
       db.exec(nsys::kSchema);
       NsysWriter writer(model, db);
-      read_trace(options.trace, writer);
+      read_placed(options.trace, model.analysis.placement.get(), writer);
       db.exec("COMMIT;");
     }
     if (std::rename(partial.c_str(), options.output.c_str()) != 0)

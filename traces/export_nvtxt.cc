@@ -189,7 +189,7 @@ class NvtxtExporter : public Exporter {
     warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     NvtxtWriter writer(model, out, base);
-    read_trace(options.trace, writer);
+    read_placed(options.trace, model.analysis.placement.get(), writer);
     out.commit();
   }
 };

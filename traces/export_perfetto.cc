@@ -567,7 +567,7 @@ class PerfettoExporter : public Exporter {
     warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
     PerfettoWriter writer(model, out);
-    read_trace(options.trace, writer);
+    read_placed(options.trace, model.analysis.placement.get(), writer);
     out.commit();
   }
 };

@@ -456,7 +456,7 @@ class TorchSnapshotExporter : public Exporter {
     const ExportModel model = build_export_model(options.trace, model_options);
     warn_if_incomplete(model, options.warn);
     SnapshotWriter writer(model, options.warn);
-    read_trace(options.trace, writer);
+    read_placed(options.trace, model.analysis.placement.get(), writer);
     OutputFile out(options.output);
     writer.write(out);
     out.commit();

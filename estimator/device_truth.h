@@ -1,0 +1,195 @@
+// Device-level truth: what the device as a whole used, next to what the
+// allocators the hooks see account for, and what CUPTI saw that no hook did.
+//
+// Inputs (runtime/event.h, traces/deferred.h):
+//   - `device_used_bytes` counters: total − free from cuMemGetInfo, sampled by
+//     the recorder at wave and layer range boundaries (in true order);
+//     `device_total_bytes` once per device;
+//   - CUPTI-only allocations (Api::kCupti that survived deduplication), placed
+//     by time, with their source library in Event::name;
+//   - marks: `cupti.first_kernel` (the first execution of each kernel
+//     function, placed at the kernel's start), `cupti.module`,
+//     `cupti.context`, `cupti.stream`, `cupti.unavailable`.
+//
+// At each sample: accounted = bytes live on that device in the hooked
+// allocations of the outermost level the trace has (reserved when it has
+// segment-level allocations, else allocated); outside = used − accounted:
+// context, modules, library workspaces, the caching allocator's slack when
+// only tensors are hooked. Of the outside bytes, CUPTI-only allocations
+// explain some (by source); the rest is `unexplained`.
+//
+// Cold versus warm (cold_minus_warm): a wave's device-level growth is its
+// largest outside (or unexplained) bytes minus those at its baseline sample
+// (the sample closest to its begin); a cold wave's growth beyond its warm
+// twin's is first-execution memory at the device level.
+//
+// Memory: one small record per sample and per first kernel, the CUPTI-only
+// live set, and per-device live totals of the hooked allocations (a replay
+// per device and level: O(live allocations)).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/analysis_scope.h"
+#include "estimator/lifetimes.h"
+#include "estimator/ranges.h"
+#include "traces/deferred.h"
+#include "traces/reader.h"
+
+namespace psc {
+
+struct DeviceSample {
+  uint64_t seq = 0;
+  uint64_t time_ns = 0;
+  int16_t device = 0;
+  uint64_t used_bytes = 0;        // device_used_bytes
+  uint64_t accounted_bytes = 0;   // hooked allocations live on the device (accounted level)
+  uint64_t cupti_only_bytes = 0;  // CUPTI-only allocations live on the device
+  int32_t wave = -1;
+  std::string range;  // range open where the sample was taken
+
+  int64_t outside_bytes() const { return static_cast<int64_t>(used_bytes) - static_cast<int64_t>(accounted_bytes); }
+  int64_t unexplained_bytes() const { return outside_bytes() - static_cast<int64_t>(cupti_only_bytes); }
+};
+
+struct SourceBytes {
+  std::string source;  // library CUPTI named ("" when it named none)
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;              // allocated
+  uint64_t live_at_end_bytes = 0;  // trace-level rows only
+  uint64_t max_live_bytes = 0;     // trace-level rows only
+};
+
+struct FirstKernelRange {
+  std::string range;  // "" for none
+  uint64_t count = 0;
+  std::vector<std::string> kernels;  // in time order
+};
+
+struct FirstKernels {
+  uint64_t count = 0;
+  uint64_t first_time_ns = 0;
+  uint64_t last_time_ns = 0;
+  std::vector<FirstKernelRange> by_range;  // in order of first appearance
+};
+
+// One device inside one wave.
+struct WaveDeviceWindow {
+  int16_t device = 0;
+  uint64_t samples = 0;
+  DeviceSample baseline;  // the sample closest to the wave's begin (before it or inside)
+  DeviceSample max_used;  // the wave's sample with the most used bytes
+  int64_t max_outside_bytes = 0;
+  int64_t max_unexplained_bytes = 0;
+  int64_t outside_growth_bytes = 0;      // max outside − baseline's outside
+  int64_t unexplained_growth_bytes = 0;  // max unexplained − baseline's unexplained
+};
+
+struct WaveDeviceTruth {
+  int32_t wave = 0;
+  std::vector<WaveDeviceWindow> devices;
+  uint64_t cupti_only_allocations = 0;  // made inside the wave
+  uint64_t cupti_only_bytes = 0;
+  std::vector<SourceBytes> cupti_only_by_source;  // made inside the wave, largest first
+  FirstKernels first_kernels;                     // first executions inside the wave
+};
+
+struct DeviceInfo {
+  int16_t device = 0;
+  uint64_t total_bytes = 0;  // device_total_bytes; 0 when not sampled
+  uint64_t samples = 0;
+  uint64_t max_used_bytes = 0;
+  int64_t max_outside_bytes = 0;
+};
+
+struct PoolCounter {
+  std::string name;  // "cupti.pool_used_bytes:0x..."
+  uint64_t samples = 0;
+  uint64_t max_bytes = 0;
+  uint64_t last_bytes = 0;
+};
+
+// The cold − warm difference of two waves of the same shape.
+struct ColdWarmDelta {
+  int32_t cold_wave = 0;
+  int32_t warm_wave = 0;
+  bool has_samples = false;  // both waves have device samples on a common device
+  // (a) device level, the largest per-device difference:
+  int64_t outside_growth_delta_bytes = 0;
+  int64_t unexplained_growth_delta_bytes = 0;
+  int64_t outside_at_max_used_delta_bytes = 0;
+  // (b) CUPTI-only bytes made inside each wave, by source
+  struct Source {
+    std::string source;
+    uint64_t cold_bytes = 0;
+    uint64_t warm_bytes = 0;
+    int64_t delta_bytes() const { return static_cast<int64_t>(cold_bytes) - static_cast<int64_t>(warm_bytes); }
+  };
+  std::vector<Source> cupti_only_by_source;  // largest delta first
+  int64_t cupti_only_delta_bytes = 0;
+  // (c) first executions of kernels
+  uint64_t cold_first_kernels = 0;
+  uint64_t warm_first_kernels = 0;
+};
+
+struct DeviceTruth {
+  bool present = false;  // the trace has device samples, CUPTI events or CUPTI notices
+  MemoryLevel accounted_level = MemoryLevel::kAllocated;
+  PlacementCounts placement;  // how CUPTI's allocations were placed and deduplicated
+  std::vector<DeviceInfo> devices;
+  uint64_t samples = 0;
+  std::vector<SourceBytes> cupti_only_by_source;  // the whole trace, largest first
+  // The samples just before and just after the trace's peak (either may be absent).
+  std::optional<DeviceSample> before_peak;
+  std::optional<DeviceSample> after_peak;
+  std::vector<WaveDeviceTruth> waves;  // indexed like Analysis::waves
+  FirstKernels first_kernels;          // every first execution in the trace
+  uint64_t modules_loaded = 0;
+  uint64_t modules_unloaded = 0;
+  uint64_t module_bytes_loaded = 0;
+  uint64_t contexts = 0;
+  uint64_t streams = 0;
+  std::vector<PoolCounter> pools;
+  std::vector<std::string> unavailable;  // "reason (tool)" of each cupti.unavailable mark
+  std::vector<ColdWarmDelta> cold_warm;  // each cold wave with its warm twin
+};
+
+// Pass over the placed stream (traces/deferred.h), alongside the analysis's
+// attribution pass. `replay_memory` is false when the trace has neither
+// samples nor CUPTI allocations: the pass then only looks at marks.
+class DeviceTruthPass : public TraceVisitor {
+ public:
+  struct Inputs {
+    const RangeParser* ranges = nullptr;
+    bool replay_memory = true;
+    uint64_t event_limit = UINT64_MAX;
+    uint64_t peak_ordinal = UINT64_MAX;  // the trace's peak, UINT64_MAX for none
+    size_t waves = 0;
+  };
+  explicit DeviceTruthPass(const Inputs& inputs);
+  ~DeviceTruthPass() override;
+
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override;
+
+  // Valid after the pass; spans give each wave's begin (for its baseline).
+  DeviceTruth result(const std::vector<WaveSpan>& spans) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The cold − warm difference of two waves (indices into truth.waves).
+ColdWarmDelta cold_minus_warm(const DeviceTruth& truth, int32_t cold_wave, int32_t warm_wave);
+
+// Pairs each cold wave with the first warm wave of the same shape (tokens,
+// groups and slots of the payload, as liveness pairs them) and fills
+// truth->cold_warm.
+void pair_cold_warm(const std::vector<WaveSpan>& spans, DeviceTruth* truth);
+
+}  // namespace psc
