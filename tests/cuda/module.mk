@@ -40,6 +40,12 @@ $(CUDA_CLIENT_DIR)/local_client: tests/cuda/local_client.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ -ldl
 
+# Scripts the CUPTI double (tests/fakes/fake_cupti.h), found at run time.
+$(CUDA_CLIENT_DIR)/cupti_client: tests/cuda/cupti_client.cc tests/fakes/fake_cupti.h $(CUDA_CLIENT_RUNTIME)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_CLIENT_FLAGS) $< -o $@ $(CUDA_CLIENT_RUNTIME) -ldl
+
+CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/cupti_client
 CUDA_CLIENTS += $(CUDA_CLIENT_DIR)/libnext_probe.so $(CUDA_CLIENT_DIR)/liblocal_runtime.so $(CUDA_CLIENT_DIR)/local_client
 ALL_EXTRA  += $(CUDA_CLIENTS)
 TEST_EXTRA += $(CUDA_CLIENTS)

@@ -18,7 +18,9 @@
 // Test knobs: FAKE_CUDA_DEVICE_BYTES (memory per device, default 80 GiB),
 // FAKE_CUDA_HIDDEN_ENTRY=1 (cuGetProcAddress hands out non-exported
 // trampolines for cuMemAlloc/cuMemFree, as a driver might),
-// FAKE_CUDA_LOG_LOOKUPS=1 (print every lookup on stderr).
+// FAKE_CUDA_LOG_LOOKUPS=1 (print every lookup on stderr), and
+// fake_cuda_set_hidden_bytes() (device memory in use that no allocation
+// accounts for, seen only by cuMemGetInfo).
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <pthread.h>
@@ -82,6 +84,8 @@ namespace {
   X(cuMemAddressFree_calls, "cuMemAddressFree.calls")                         \
   X(cuGetProcAddress_calls, "cuGetProcAddress.calls")                         \
   X(cuGetProcAddress_v2_calls, "cuGetProcAddress_v2.calls")                   \
+  X(cuMemGetInfo_v2_calls, "cuMemGetInfo_v2.calls")                           \
+  X(cuInit_calls, "cuInit.calls")                                             \
   X(failed_allocs, "failed_allocs")                                           \
   X(bad_frees, "bad_frees")                                                   \
   X(live_bytes, "live_bytes")                                                 \
@@ -373,6 +377,7 @@ void maybe_free_handle_locked(std::unordered_map<uint64_t, Handle>::iterator it)
 // ---- initialisation, devices, contexts ------------------------------------------
 
 FAKE_EXPORT CUresult cuInit(unsigned int) {
+  g_counts.add(k_cuInit_calls);
   g_initialised = true;
   return CUDA_SUCCESS;
 }
@@ -439,12 +444,23 @@ FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) { return cuStreamSynchronize(stream); }
+// Bytes a device uses outside any allocation the double counts (the context,
+// modules, a library's own workspace): set by a test, seen only here.
+uint64_t g_device_hidden[kDevices];
+
 FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  g_counts.add(k_cuMemGetInfo_v2_calls);
   if (t_device < 0) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard<std::mutex> lock(g_mutex);
   *total_bytes = device_capacity();
-  *free_bytes = device_capacity() - g_device_physical[t_device];
+  *free_bytes = device_capacity() - g_device_physical[t_device] - g_device_hidden[t_device];
   return CUDA_SUCCESS;
+}
+// Test knob: device `device` uses `bytes` that no allocation accounts for.
+FAKE_EXPORT void fake_cuda_set_hidden_bytes(int device, uint64_t bytes) {
+  if (device < 0 || device >= kDevices) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_device_hidden[device] = bytes;
 }
 FAKE_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   *text = error == CUDA_SUCCESS ? "no error" : "fake driver error";

@@ -17,5 +17,20 @@ $(FAKE_CUDART): tests/fakes/fake_cudart.cc tests/fakes/libcudart.map tests/fakes
 	$(CXX) $(FAKE_FLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/fakes/libcudart.map \
 	  -Wl,-Bsymbolic-functions -o $@ $< -ldl -lpthread
 
-ALL_EXTRA  += $(FAKE_CUDA) $(FAKE_CUDART)
-TEST_EXTRA += $(FAKE_CUDA) $(FAKE_CUDART)
+# The CUPTI double lives in folders of its own: a process finds it only when a
+# test puts one on LD_LIBRARY_PATH (the machine's real libcupti.so.13 may be on
+# the default path). cupti_old/ is the same double without the CUDA 13
+# additions (cuptiSubscribe_v2, allocation sources, the timestamp callback).
+FAKE_CUPTI     := $(FAKES_DIR)/cupti/libcupti.so.13
+FAKE_CUPTI_OLD := $(FAKES_DIR)/cupti_old/libcupti.so.13
+
+$(FAKE_CUPTI): tests/fakes/fake_cupti.cc tests/fakes/fake_cupti.h tests/fakes/module.mk | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(FAKE_FLAGS) -shared -Wl,-soname,libcupti.so.13 -Wl,-Bsymbolic-functions -o $@ $< -lpthread
+
+$(FAKE_CUPTI_OLD): tests/fakes/fake_cupti.cc tests/fakes/fake_cupti.h tests/fakes/module.mk | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(FAKE_FLAGS) -DFAKE_CUPTI_OLD -shared -Wl,-soname,libcupti.so.13 -Wl,-Bsymbolic-functions -o $@ $< -lpthread
+
+ALL_EXTRA  += $(FAKE_CUDA) $(FAKE_CUDART) $(FAKE_CUPTI) $(FAKE_CUPTI_OLD)
+TEST_EXTRA += $(FAKE_CUDA) $(FAKE_CUDART) $(FAKE_CUPTI) $(FAKE_CUPTI_OLD)
