@@ -145,6 +145,42 @@ std::vector<uint64_t> Calibration::slot_gradients(const std::string& slot) const
   return largest;
 }
 
+// The envelope needs two token counts to find a slope. From one, a flat line
+// would fall below larger waves (what is left of the workspace grows with
+// tokens like the workspace does), so the workspace line is scaled by the
+// largest measured ratio instead: it keeps the workspace's growth, and the
+// priced value is capped at the workspace itself.
+static void fit_workspace_after_gradient(const Samples& after, Calibration* c) {
+  if (after.tokens.empty()) return;
+  const bool one_count =
+      std::all_of(after.tokens.begin(), after.tokens.end(), [&](int64_t t) { return t == after.tokens.front(); });
+  if (!one_count) {
+    c->workspace_after_gradient = fit_linear(after.tokens, after.bytes);
+    c->workspace_after_gradient_method = "envelope";
+    return;
+  }
+  double ratio = 0;
+  for (size_t i = 0; i < after.tokens.size(); ++i) {
+    const double line = c->workspace.line(after.tokens[i]);
+    ratio = std::max(ratio, line > 0 ? static_cast<double>(after.bytes[i]) / line : 1.0);
+  }
+  ratio = std::min(ratio, 1.0);
+  LinearTerm scaled;
+  scaled.intercept = c->workspace.intercept * ratio;
+  scaled.per_token = c->workspace.per_token * ratio;
+  scaled.points = after.tokens.size();
+  for (size_t i = 0; i < after.tokens.size(); ++i)
+    scaled.max_abs_residual =
+        std::max(scaled.max_abs_residual, std::abs(static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i])));
+  // Never below a measured point: round the line's value up where it falls short.
+  for (size_t i = 0; i < after.tokens.size(); ++i) {
+    const double shortfall = static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i]);
+    if (shortfall > 0) scaled.intercept += shortfall;
+  }
+  c->workspace_after_gradient = scaled;
+  c->workspace_after_gradient_method = "scaled workspace";
+}
+
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor) {
   Calibration c;
   c.safety_factor = safety_factor;
@@ -152,7 +188,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   const size_t layers = static_cast<size_t>(c.layers);
 
   std::vector<Samples> boundary(layers);
-  Samples workspace, input_gradient, output, head_saved;
+  Samples workspace, workspace_after, input_gradient, output, head_saved;
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
     for (const WaveLiveness& w : t.waves) {
@@ -165,6 +201,8 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       // Groups run their backward one at a time: the recomputed layer's
       // workspace and the gradient flowing between layers are one group's.
       workspace.add(per_group, w.workspace_bytes);
+      if (w.workspace_after_gradient_bytes >= 0)
+        workspace_after.add(per_group, static_cast<uint64_t>(w.workspace_after_gradient_bytes));
       input_gradient.add(per_group, w.input_gradient_bytes);
       // A wave of several groups shows the other groups' head state in its
       // output; one group's own output is fitted from waves of one group.
@@ -191,6 +229,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
 
   for (size_t i = 0; i < layers; ++i) c.boundary.push_back(fit_linear(boundary[i].tokens, boundary[i].bytes));
   c.workspace = fit_linear(workspace.tokens, workspace.bytes);
+  fit_workspace_after_gradient(workspace_after, &c);
   c.input_gradient = fit_linear(input_gradient.tokens, input_gradient.bytes);
   c.output = fit_linear(output.tokens, output.bytes);
   c.head_saved = fit_linear(head_saved.tokens, head_saved.bytes);
@@ -208,6 +247,9 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       }
       r.terms.push_back({"retained", retained, retained_fit});
       r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(per_group)});
+      if (c.workspace_after_gradient && w.workspace_after_gradient_bytes >= 0)
+        r.terms.push_back({"workspace_after_gradient", static_cast<uint64_t>(w.workspace_after_gradient_bytes),
+                           c.workspace_after_gradient->line(per_group)});
       r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(per_group)});
       r.terms.push_back({"output", w.output_bytes,
                          c.output.line(per_group) +
@@ -230,6 +272,10 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   for (const LinearTerm& t : c.boundary) boundary.push_back(term_to_json(t));
   j["boundary_per_group"] = boundary;
   j["workspace"] = term_to_json(c.workspace);
+  if (c.workspace_after_gradient) {
+    j["workspace_after_gradient"] = term_to_json(*c.workspace_after_gradient);
+    j["workspace_after_gradient"]["method"] = c.workspace_after_gradient_method;
+  }
   j["input_gradient"] = term_to_json(c.input_gradient);
   j["output"] = term_to_json(c.output);
   j["head_saved"] = term_to_json(c.head_saved);
@@ -271,6 +317,12 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   for (size_t i = 0; i < boundary.size(); ++i)
     c.boundary.push_back(term_from_json(boundary[i], where + ".boundary_per_group[" + std::to_string(i) + "]"));
   c.workspace = term_from_json(field(j, "workspace", where), where + ".workspace");
+  // Optional: calibrations written before the overlap credit have none.
+  if (j.contains("workspace_after_gradient")) {
+    const Json& after = j["workspace_after_gradient"];
+    c.workspace_after_gradient = term_from_json(after, where + ".workspace_after_gradient");
+    c.workspace_after_gradient_method = after.is_object() ? after.value("method", "") : "";
+  }
   c.input_gradient = term_from_json(field(j, "input_gradient", where), where + ".input_gradient");
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");

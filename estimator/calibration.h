@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,6 +70,13 @@ struct Calibration {
   double safety_factor = 1.1;
   std::vector<LinearTerm> boundary;  // per decoder layer, per group's tokens
   LinearTerm workspace;
+  // What is left of the workspace once the recomputed layer's own gradients are
+  // made (the pricing's workspace_after_gradient_bytes), from waves that made
+  // adapter gradients. Fitted like the others when those waves have two token
+  // counts or more; from one token count, the workspace line scaled by the
+  // largest measured ratio. Absent: no such wave, no overlap credit.
+  std::optional<LinearTerm> workspace_after_gradient;
+  std::string workspace_after_gradient_method;  // "envelope" or "scaled workspace"
   LinearTerm input_gradient;
   LinearTerm output;      // per group, from waves of one group
   LinearTerm head_saved;  // per group: held by each group whose backward has not run

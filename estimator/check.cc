@@ -18,6 +18,13 @@ double error_of(Bytes priced, uint64_t measured) {
 
 namespace {
 
+// What the calibration says is left of the workspace once a layer's own
+// gradients are made, capped at the workspace priced; nullopt without it.
+std::optional<Bytes> workspace_after_gradient(const Calibration& c, int64_t tokens, Bytes workspace) {
+  if (!c.workspace_after_gradient) return std::nullopt;
+  return std::min(workspace, as_bytes(c.workspace_after_gradient->bytes_at(tokens)));
+}
+
 // One forward of `tokens` tokens in `groups` groups training `slots` in order.
 // `live_at_start` (per layer) is what the trace shows of adapter gradients
 // live when the wave began; groups consume it in forward order.
@@ -33,6 +40,7 @@ pricing::Forward forward_for(const Calibration& c, int64_t tokens, int64_t group
   // running group's output, and the head state every group whose backward
   // has not run yet still holds (all but one, in the worst order).
   forward.workspace_bytes = as_bytes(c.workspace.bytes_at(per_group));
+  forward.workspace_after_gradient_bytes = workspace_after_gradient(c, per_group, forward.workspace_bytes);
   forward.input_gradient_bytes = as_bytes(c.input_gradient.bytes_at(per_group));
   forward.output_bytes =
       as_bytes(c.output.bytes_at(per_group) + static_cast<uint64_t>(groups - 1) * c.head_saved.bytes_at(per_group));
@@ -117,6 +125,9 @@ pricing::Forward split_as_groups(const Calibration& c, const WaveLiveness& w, bo
     forward.groups.push_back(std::move(group));
   }
   forward.workspace_bytes = as_bytes(workspace);
+  // Only the child that runs first makes new gradients: its overlap credit.
+  forward.workspace_after_gradient_bytes =
+      workspace_after_gradient(c, w.children.back().tokens, forward.workspace_bytes);
   forward.input_gradient_bytes = as_bytes(input_gradient);
   forward.output_bytes = as_bytes(output);
   return forward;

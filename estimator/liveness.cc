@@ -150,15 +150,17 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
     uint64_t ordinal;
     int64_t delta;
     Term term;
+    int32_t layer;
   };
   std::vector<Step> steps;
   steps.reserve(made.size() * 2);
   for (const Made* m : made) {
-    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term});
-    if (m->end_ordinal != UINT64_MAX) steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->term});
+    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term, m->layer});
+    if (m->end_ordinal != UINT64_MAX)
+      steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->term, m->layer});
   }
   // What the forward left live counts as soon as the backward begins.
-  if (backward_start != UINT64_MAX) steps.push_back({backward_start, 0, Term::kOutput});
+  if (backward_start != UINT64_MAX) steps.push_back({backward_start, 0, Term::kOutput, -1});
   // Frees before allocations at one ordinal cannot happen (one event each),
   // but the zero step must come after the allocation it coincides with.
   std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
@@ -167,15 +169,34 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   });
   std::array<int64_t, kTermCount> live{};
   std::array<uint64_t, kTermCount> max{};
+  // The layer being recomputed: the one whose workspace or gradient was
+  // allocated last. `made_here` counts its adapter gradients made so far;
+  // `with_gradient` the most of (workspace + made_here) while it runs.
+  int32_t layer = -1;
+  int64_t made_here = 0, with_gradient = 0;
+  auto close_layer = [&] {
+    if (layer >= 0 && made_here > 0)
+      w->workspace_after_gradient_bytes =
+          std::max(w->workspace_after_gradient_bytes, std::max<int64_t>(0, with_gradient - made_here));
+  };
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.term);
     live[t] += s.delta;
+    const bool layer_work = s.term == Term::kWorkspace || s.term == Term::kAdapterGradient;
+    if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer) {
+      close_layer();
+      layer = s.layer;
+      made_here = with_gradient = 0;
+    }
+    if (s.term == Term::kAdapterGradient && s.layer == layer && s.delta > 0) made_here += s.delta;
+    with_gradient = std::max(with_gradient, live[static_cast<size_t>(Term::kWorkspace)] + made_here);
     if (s.term == Term::kOutput && s.ordinal < backward_start && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
     if (s.term == Term::kOutput && s.ordinal < backward_start) continue;
     max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));
   }
+  close_layer();
   w->workspace_bytes = max[static_cast<size_t>(Term::kWorkspace)];
   w->input_gradient_bytes = max[static_cast<size_t>(Term::kInputGradient)];
   w->output_bytes = max[static_cast<size_t>(Term::kOutput)];

@@ -91,6 +91,11 @@ struct WaveLiveness {
   // holds after its forward. A group whose backward has not run yet holds it.
   uint64_t head_saved_bytes = 0;
   uint64_t forward_scratch_bytes = 0;  // max live (not priced)
+  // What is left of a recomputed layer's workspace once that layer's own
+  // adapter gradients are made: the largest (workspace live + the layer's
+  // gradients made so far) while the layer runs, less the layer's gradients,
+  // over the layers that made gradients in this wave. -1: none did.
+  int64_t workspace_after_gradient_bytes = -1;
 
   // Every allocation made in the wave, by term: total bytes and count.
   std::array<uint64_t, kTermCount> made_bytes{};

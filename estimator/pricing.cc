@@ -30,12 +30,9 @@ GroupExcess group_excess(const Group& group, Bytes overlap) {
     return result;
   }
   // The overlap credit of layer i: the part of its own gradient that is made
-  // only after its workspace has shrunk (never more than the layer's boundary:
-  // the state after the layer is the next one's, without the credit).
+  // only after its workspace has shrunk by `overlap`.
   const bool credit = overlap > 0 && kMutation != kMutationIgnoreOverlap;
-  auto credit_at = [&](size_t layer) {
-    return credit ? std::min(std::min(pending[layer], overlap), boundary[layer]) : Bytes{0};
-  };
+  auto credit_at = [&](size_t layer) { return credit ? std::min(pending[layer], overlap) : Bytes{0}; };
   Bytes excess = outside + pending[layers - 1];
   Bytes pending_total = excess;
   result.extra = std::max(outside, excess - credit_at(layers - 1));
@@ -51,6 +48,13 @@ GroupExcess group_excess(const Group& group, Bytes overlap) {
   }
   excess -= boundary[0];
   result.net = excess;
+  // Layer 0 ends with every gradient made and boundary 0 freed: the group's
+  // last state. Without a credit the layer-0 term is never below it; with
+  // one it may be, and the group's excess is then that state (layer 0).
+  if (excess > result.extra) {
+    result.extra = excess;
+    result.peak_layer = 0;
+  }
   result.pending_total = pending_total;
   return result;
 }

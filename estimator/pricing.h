@@ -66,9 +66,11 @@ struct GroupExcess {
 // `overlap` = workspace_bytes - workspace_after_gradient_bytes of the group's
 // forward (0 without the field). While layer i recomputes, the group holds
 // either its gradients above i with the full workspace, or its gradients from
-// i up with what is left of the workspace, or (once layer i is done) the
-// latter less boundary i and no workspace; relative to the full workspace the
-// layer's term is excess(i) - min(p[i], overlap, b[i]).
+// i up with what is left of the workspace; relative to the full workspace (the
+// workspace term charges it in full) the layer's term is
+// excess(i) - min(p[i], overlap). The group's last state (every gradient, no
+// boundary) stays a floor for extra, as the design's closed form needs
+// (extra >= net), so a credit never lowers extra below net.
 GroupExcess group_excess(const Group& group, Bytes overlap = 0);
 
 // The adapter term of one forward: worst backward order of its groups, closed form.

@@ -20,7 +20,7 @@ inline constexpr std::string_view kFingerprintSources[] = {
     "estimator/pricing.cc",   "estimator/pricing.h",     "estimator/pricing_mutation.h",
 };
 
-inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:b970cfe91a97d4f6";
+inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:be64523d17f49619";
 
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 

@@ -29,7 +29,9 @@ constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first exec
 // outputs X1 X2, head gradient G, input gradients IG1 IG0), logits 3t, forward
 // scratch 5t, recompute workspace 4t. `grads`: the wave makes the adapter
 // gradients (the step's first wave); later waves accumulate in place.
-void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads) {
+// `early_free`: each layer's backward frees its workspace before it makes its
+// gradient (the workspace has shrunk by the time the gradient exists).
+void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, bool early_free = false) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
@@ -56,9 +58,10 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads) {
   s.alloc(kMain, W1, 4 * t);
   s.pop(kMain);
   s.push(kMain, "backward/layer.1");
+  if (early_free) s.free(kMain, W1);
   if (grads) s.alloc(kMain, 0x3001, kGradient);
   s.alloc(kMain, IG1, 10 * t);
-  s.free(kMain, W1);
+  if (!early_free) s.free(kMain, W1);
   if (cold) s.free(kMain, K);
   s.free(kMain, X1);
   s.free(kMain, G);
@@ -67,9 +70,10 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads) {
   s.alloc(kMain, W0, 4 * t);
   s.pop(kMain);
   s.push(kMain, "backward/layer.0");
+  if (early_free) s.free(kMain, W0);
   if (grads) s.alloc(kMain, 0x3000, kGradient);
   s.alloc(kMain, IG0, 10 * t);
-  s.free(kMain, W0);
+  if (!early_free) s.free(kMain, W0);
   s.free(kMain, E);
   s.free(kMain, IG1);
   s.pop(kMain);
@@ -87,12 +91,12 @@ void optimizer(SyntheticTrace& s) {
 }
 
 // Steps of two waves each (t, then 2t), cold the first time each size runs.
-void write_steps(const std::string& path, uint64_t t, int steps) {
+void write_steps(const std::string& path, uint64_t t, int steps, bool early_free = false) {
   SyntheticTrace s(path);
   s.alloc(kMain, 0x1000, kWeights);
   for (int k = 0; k < steps; ++k) {
-    step(s, 0x10000 * (2 * k + 1), t, k == 0, true);
-    step(s, 0x10000 * (2 * k + 2), 2 * t, k == 0, false);
+    step(s, 0x10000 * (2 * k + 1), t, k == 0, true, early_free);
+    step(s, 0x10000 * (2 * k + 2), 2 * t, k == 0, false, early_free);
     optimizer(s);
   }
   s.close();
@@ -123,8 +127,13 @@ TEST(LivenessGolden, TermsOfTheHandBuiltWave) {
   EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kBoundary)], 200u);
   EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kAdapterGradient)], kGradient);
 
+  // Both layers make their gradient while their workspace is live: all of the
+  // workspace is left once the gradient exists (layer 0's W0 = 40 with its 20).
+  EXPECT_EQ(w.workspace_after_gradient_bytes, 40);
+
   // The second wave of a step finds the gradients live: baseline, not pending.
   const WaveLiveness& second = l.waves[3];
+  EXPECT_EQ(second.workspace_after_gradient_bytes, -1);  // made no gradient
   EXPECT_EQ(second.pending_gradient_bytes, (std::vector<uint64_t>{0, 0}));
   EXPECT_EQ(second.gradient_live_at_start_bytes, (std::vector<uint64_t>{kGradient, kGradient}));
   EXPECT_EQ(second.baseline_bytes, kWeights + 2 * kGradient);
@@ -198,6 +207,50 @@ TEST(LivenessGolden, CheckPricesAHeldOutWave) {
   EXPECT_EQ(rows[0].price.components.transient, static_cast<pricing::Bytes>(kWarmUp));
   // The second wave of the step finds its gradients live: nothing pending.
   EXPECT_EQ(rows[3].price.components.adapter_gradient, 0);
+}
+
+TEST(LivenessGolden, WorkspaceShrunkBeforeTheGradientEarnsAnOverlapCredit) {
+  TempTrace a("o10"), b("o20"), held("o30");
+  write_steps(a.path, 10, 2, true);
+  write_steps(b.path, 20, 2, true);
+  write_steps(held.path, 30, 2, true);
+  const Liveness la = analyze_liveness(a.path);
+  // Each layer frees its workspace (4t) before it makes its gradient (20):
+  // 4t, then 20 -> at most 4t, less the 20 made: 4t - 20 left.
+  EXPECT_EQ(la.waves[2].workspace_after_gradient_bytes, 20);
+  const Calibration c = calibrate({la, analyze_liveness(b.path)});
+  ASSERT_TRUE(c.workspace_after_gradient.has_value());
+  EXPECT_EQ(c.workspace_after_gradient_method, "envelope");
+  EXPECT_NEAR(c.workspace_after_gradient->per_token, 4.0, 1e-9);
+  EXPECT_NEAR(c.workspace_after_gradient->intercept, -20.0, 1e-6);
+  // Held out, 30 tokens: workspace 120, 100 left -> credit min(20, 20) = 20 on
+  // the top layer's own gradient: adapter 0 instead of 20. With W1 freed first
+  // the backward peaks at E + X1 + G + gradient + IG1 = 1220, below the head's
+  // moment (E, X1, X2, logits 90, G: 1290), which is the wave's peak.
+  const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[2].price.components.adapter_gradient, 0);
+  EXPECT_EQ(rows[2].measured_peak_bytes, 1290u);
+  // retained 600 + workspace 120 + input gradient 600 + output 0 + adapter 0.
+  EXPECT_EQ(rows[2].price.raw_bytes, 1320);
+  EXPECT_FALSE(rows[2].under_estimate(false));
+  // The JSON round trip keeps the term and its method.
+  const Calibration back = calibration_from_json(calibration_to_json(c));
+  ASSERT_TRUE(back.workspace_after_gradient.has_value());
+  EXPECT_EQ(back.workspace_after_gradient->bytes_at(30), c.workspace_after_gradient->bytes_at(30));
+  EXPECT_EQ(back.workspace_after_gradient_method, "envelope");
+}
+
+TEST(LivenessGolden, OneTokenCountScalesTheWorkspaceLine) {
+  TempTrace a("s10");
+  write_steps(a.path, 10, 2);
+  // Only the t = 10 waves make gradients: one token count. The workspace line
+  // (4/token from t = 10 and 20) scaled by the measured ratio 40 / 40 = 1.
+  const Calibration c = calibrate({analyze_liveness(a.path)});
+  ASSERT_TRUE(c.workspace_after_gradient.has_value());
+  EXPECT_EQ(c.workspace_after_gradient_method, "scaled workspace");
+  EXPECT_NEAR(c.workspace_after_gradient->per_token, c.workspace.per_token, 1e-9);
+  EXPECT_EQ(c.workspace_after_gradient->bytes_at(10), 40u);
 }
 
 TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {

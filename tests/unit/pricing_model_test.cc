@@ -56,9 +56,10 @@ TEST(PricingModel, WorkspaceOverlapCreditsTheRecomputedLayersOwnGradient) {
   // b = [100, 100], p = [60, 60], workspace 500, 380 of it left once a layer's
   // gradient is made: overlap 120.
   // Layer 1: before its gradient 0 (+ full workspace), after it 60 - 120 -> the
-  //   worst is 0; after boundary 1 is freed, 60 - 100 = -40. Term: 60 - min(60, 120, 100) = 0.
-  // Layer 0: before 60 - 100 = -40, after 20 - 120 = -100, after freeing b[0]
-  //   20 - 100 = -80; term -40. extra = max(0, 0, -40) = 0 at layer 1.
+  //   worst is 0. Term: 60 - min(60, 120) = 0.
+  // Layer 0: before 60 - 100 = -40, after 120 - 100 - 120 = -100, once done
+  //   (boundary 0 freed) 120 - 200 = -80; term -40. extra = max(0, 0, -40) = 0
+  //   at layer 1.
   // Without the field: layer 1 holds 60, layer 0 holds 20: extra 60.
   const char* with = R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false,
     "workspace_bytes": 500, "workspace_after_gradient_bytes": 380,
@@ -73,11 +74,18 @@ TEST(PricingModel, WorkspaceOverlapCreditsTheRecomputedLayersOwnGradient) {
     "workspace_bytes": 500, "workspace_after_gradient_bytes": 500,
     "groups": [ { "slot": "a", "boundary_bytes": [100, 100], "pending_gradient_bytes": [60, 60], "outside_gradient_bytes": 0 } ] })");
   EXPECT_EQ(same.components.adapter_gradient, 60);
-  // The credit never exceeds the layer's boundary: b = [10, 10], p = [0, 60],
-  // overlap 120: layer 1 term 60 - min(60, 120, 10) = 50 (once layer 1 is done
-  // its boundary is gone but its gradient stays, with no workspace).
+  // The credit is at most the layer's own gradient, and the group's last state
+  // stays a floor: b = [10, 10], p = [0, 60], overlap 120: layer 1 term
+  // 60 - min(60, 120) = 0; layer 0: 60 - 10 - 0 = 50 (layer 1's gradient,
+  // boundary 1 freed, the full workspace of layer 0); done: 60 - 20 = 40.
   Group g{"a", {10, 10}, {0, 60}, 0};
   EXPECT_EQ(group_excess(g, 120).extra, 50);
+  EXPECT_EQ(group_excess(g, 120).peak_layer, 0);
+  // b = [0, 100], p = [50, 60], overlap 1000: layer 1 60 - 60 = 0; layer 0
+  // 110 - 100 - 50 = -40; the last state (all gradients, no boundary) 10.
+  Group last{"a", {0, 100}, {50, 60}, 0};
+  EXPECT_EQ(group_excess(last, 1000).extra, 10);
+  EXPECT_EQ(group_excess(last, 1000).net, 10);
   EXPECT_EQ(group_excess(g, 0).extra, 60);
   EXPECT_EQ(group_excess(g, 5).extra, 55);
 }

@@ -10,10 +10,11 @@
 //    there for the first time, the state is observed, and boundary i is freed;
 //  - with workspace_after (what is left of a forward's workspace once a
 //    layer's own gradients are made; the workspace itself is charged at its
-//    full size), the state at layer i is the worst of three moments: before
-//    the layer's gradients are allocated (full workspace), after them (the
-//    workspace shrunk by workspace - workspace_after) and after boundary i is
-//    freed (no workspace), each seen relative to the full workspace;
+//    full size), the state at layer i is the worse of two moments: before
+//    the layer's gradients are allocated (full workspace) and after them (the
+//    workspace shrunk by workspace - workspace_after), each seen relative to
+//    the full workspace; layer 0's state also covers the moment its boundary
+//    is freed (the group's last state, workspace charged as throughout);
 //  - a parameter that already has a gradient, or is not trainable, allocates
 //    nothing; a group whose slot is null trains nothing;
 //  - groups of one forward run one after another in any order;
@@ -146,7 +147,8 @@ class Simulation {
             const bool touched = std::find(t.layers.begin(), t.layers.end(), layer) != t.layers.end();
             if (trains(group, t) && !t.outside_decoder && touched) allocate(*group.slot, t);
           }
-          observe(f, g, layer, std::max({before, live - shrink, live - group.boundary[layer]}));
+          const std::int64_t last = layer == 0 ? live - group.boundary[0] : before;
+          observe(f, g, layer, std::max({before, live - shrink, last}));
           live -= group.boundary[layer];
         }
         observe(f, g, -2, live);  // after the group: not a location a price names
