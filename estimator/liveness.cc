@@ -203,19 +203,41 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   w->forward_scratch_bytes = max[static_cast<size_t>(Term::kForwardScratch)];
 }
 
-// Allocations of `cold` with no counterpart in `warm`: matched by (range, size)
-// in allocation order, i.e. the k-th allocation of a given range and size in
-// the cold wave pairs with the k-th one in the warm wave.
+// Allocations of `cold` with no counterpart in `warm`, in two rounds:
+//  1. by (range, size) in allocation order: the k-th allocation of a given
+//     range and size in the cold wave pairs with the k-th one in the warm wave
+//     (a first-launch workspace inserted among equal tensors shifts nothing);
+//  2. what is left, by range alone in allocation order, sizes compared rather
+//     than equal: data-dependent shapes (routed experts) make a warm wave's
+//     tensors differ in size from the cold wave's without being first-launch
+//     artefacts. A cold allocation paired this way keeps its term.
+// Only allocations with no counterpart in either round are first execution.
 void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made*>& warm, WaveLiveness* w) {
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> warm_count;
   for (const Made* m : warm) ++warm_count[{m->range, m->bytes}];
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen;
+  std::vector<Made*> unmatched;
   for (Made* m : cold) {
     const auto key = std::make_pair(m->range, m->bytes);
-    if (++seen[key] <= warm_count[key]) continue;
+    if (++seen[key] > warm_count[key]) unmatched.push_back(m);
+  }
+  // The warm wave's allocations left over by round 1, per range.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> cold_count;
+  for (const Made* m : cold) ++cold_count[{m->range, m->bytes}];
+  std::map<uint32_t, uint64_t> warm_left;
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> warm_seen;
+  for (const Made* m : warm) {
+    const auto key = std::make_pair(m->range, m->bytes);
+    if (++warm_seen[key] > cold_count[key]) ++warm_left[m->range];
+  }
+  for (Made* m : unmatched) {
+    uint64_t& left = warm_left[m->range];
+    if (left > 0) {  // round 2: a differently sized counterpart in the same range
+      --left;
+      continue;
+    }
     // A saved input or a gradient is the step's structure, never a
-    // first-launch artefact: when its size differs from the warm wave's
-    // (data-dependent shapes, e.g. routed experts) it keeps its term.
+    // first-launch artefact: it keeps its term even without a counterpart.
     if (m->term == Term::kBoundary || m->term == Term::kAdapterGradient) continue;
     m->term = Term::kFirstExecution;
     w->first_execution_bytes += m->bytes;

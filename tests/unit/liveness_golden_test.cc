@@ -31,7 +31,10 @@ constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first exec
 // gradients (the step's first wave); later waves accumulate in place.
 // `early_free`: each layer's backward frees its workspace before it makes its
 // gradient (the workspace has shrunk by the time the gradient exists).
-void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, bool early_free = false) {
+// `resize`: layer 1's workspace is that many bytes larger (a data-dependent
+// shape: same range and order, another size).
+void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, bool early_free = false,
+          uint64_t resize = 0) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
@@ -55,7 +58,7 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, b
   s.pop(kMain);
   s.push(kMain, "recompute/layer.1");
   if (cold) s.alloc(kMain, K, kWarmUp);
-  s.alloc(kMain, W1, 4 * t);
+  s.alloc(kMain, W1, 4 * t + resize);
   s.pop(kMain);
   s.push(kMain, "backward/layer.1");
   if (early_free) s.free(kMain, W1);
@@ -151,6 +154,23 @@ TEST(LivenessGolden, ColdWavePairsWithWarmByRangeAndOrder) {
   EXPECT_EQ(cold.measured_peak_bytes, l.waves[2].measured_peak_bytes + kWarmUp);
   // The warm-up allocation does not count as workspace.
   EXPECT_EQ(cold.workspace_bytes, 40u);
+}
+
+TEST(LivenessGolden, ColdWavePairsDifferentSizesInTheSameRangeByOrder) {
+  TempTrace trace("resized");
+  SyntheticTrace s(trace.path);
+  s.alloc(kMain, 0x1000, kWeights);
+  step(s, 0x10000, 10, true, true, false, 16);  // cold: layer 1's workspace 56 instead of 40
+  step(s, 0x20000, 10, false, false);
+  s.close();
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.waves.size(), 2u);
+  const WaveLiveness& cold = l.waves[0];
+  EXPECT_EQ(cold.warm_twin, 1);
+  // The resized workspace pairs with the warm wave's by range and order: only
+  // the warm-up allocation has no counterpart.
+  EXPECT_EQ(cold.first_execution_bytes, kWarmUp);
+  EXPECT_EQ(cold.workspace_bytes, 56u);
 }
 
 TEST(LivenessGolden, CalibrateFitsTermsExactly) {
