@@ -98,7 +98,8 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   if (analysis.placement || has_counters || has_marks) {
     DeviceTruthPass::Inputs device_inputs;
     device_inputs.ranges = &parser;
-    device_inputs.replay_memory = analysis.placement || has_counters;
+    // Per-device live bytes are only needed next to device samples or CUPTI.
+    device_inputs.replay_memory = analysis.placement || collector.device_samples();
     device_inputs.event_limit = scan.events();
     device_inputs.peak_ordinal = measured.peak.reached ? measured.peak.ordinal : UINT64_MAX;
     device_inputs.waves = measured.waves.size();

@@ -132,8 +132,11 @@ void DeferredCollector::on_begin(const TraceMeta& meta) {
 
 void DeferredCollector::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   events_ += count;
-  for (size_t i = 0; i < count; ++i)
+  for (size_t i = 0; i < count; ++i) {
     if (is_deferred(events[i])) deferred_.push_back(events[i]);
+    if (events[i].kind == EventKind::kCounter && !device_samples_)
+      device_samples_ = meta.string(events[i].name) == "device_used_bytes";
+  }
   if (inner_) inner_->on_events(events, count, meta);
 }
 

@@ -95,6 +95,8 @@ class DeferredCollector : public TraceVisitor {
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
 
   bool found() const { return !deferred_.empty(); }
+  // Whether a `device_used_bytes` counter (a device sample) was read.
+  bool device_samples() const { return device_samples_; }
   std::vector<Event>& deferred() { return deferred_; }
   const std::vector<std::string>& strings() const { return strings_; }
   uint64_t events() const { return events_; }
@@ -104,6 +106,7 @@ class DeferredCollector : public TraceVisitor {
   std::vector<Event> deferred_;
   std::vector<std::string> strings_;
   uint64_t events_ = 0;  // events read (deferred or not)
+  bool device_samples_ = false;
 };
 
 // One more pass over the file: replays the hooks' allocations and decides
