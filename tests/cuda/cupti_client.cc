@@ -8,6 +8,7 @@
 //                         boundaries with memory no allocation accounts for
 //   cupti_client basic    an allocation, a wave and a layer, one scripted
 //                         MEMORY2 record if a CUPTI double is there
+//   cupti_client quick_exit  a scripted record left in CUPTI, then _exit(0)
 //
 // The double is found with dlopen(RTLD_NOLOAD): the recorder opens it
 // RTLD_LOCAL, and where no double is loaded the client runs without it.
@@ -15,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -268,12 +270,24 @@ int basic() {
   return 0;
 }
 
+int quick_exit_scenario() {
+  CLIENT_CHECK(cudaSetDevice(0));
+  const Cupti cupti = find_double();
+  CLIENT_EXPECT(cupti.loaded());
+  FakeCuptiMemory m = memory_record(kAtExitAddress, kAtExit, now_ns(), "libexit.so");
+  cupti.memory(&m);
+  client::print("pending", static_cast<unsigned long long>(cupti.count("pending")));
+  std::fflush(stdout);
+  _exit(0);  // no atexit handler, no destructor: the recorder's _exit flushes CUPTI
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "script") return script();
   if (scenario == "basic") return basic();
+  if (scenario == "quick_exit") return quick_exit_scenario();
   std::fprintf(stderr, "usage: cupti_client script|basic\n");
   return 2;
 }

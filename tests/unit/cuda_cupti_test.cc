@@ -264,6 +264,15 @@ TEST_F(CudaCupti, EverythingStillInCuptisBuffersAtExitReachesTheTrace) {
   EXPECT_TRUE(run_->trace.meta.clean_end);
 }
 
+TEST(CudaCuptiExit, UnderscoreExitFlushesCuptiFirst) {
+  Scratch s;
+  ClientRun run = run_client(s, client("cupti_client") + " quick_exit", with_cupti());
+  ASSERT_CLIENT_RAN(run);
+  EXPECT_EQ(number(run.output, "pending"), 1u);
+  EXPECT_EQ(cupti_at(run.trace, EventKind::kAlloc, kAtExitAddress).size(), 1u);
+  EXPECT_TRUE(run.trace.meta.clean_end);
+}
+
 // ---- without a working CUPTI --------------------------------------------------------------
 
 std::vector<std::string> stderr_lines(const ClientRun& run) {
