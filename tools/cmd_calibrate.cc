@@ -58,18 +58,21 @@ CalibrateOptions parse(int argc, char** argv) {
 void print_waves(const Liveness& t) {
   std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
   std::printf(
-      "  wave  tokens  cold   measured   retained    pending  workspace  input_grad     output  first_exec@peak  peak "
-      "in\n");
+      "  wave  tokens  cold   measured   retained    pending  workspace  ws_after_grad  input_grad     output  "
+      "first_exec@peak  peak in\n");
   for (const WaveLiveness& w : t.waves) {
     uint64_t retained = 0, pending = 0;
     for (uint64_t b : w.boundary_bytes) retained += b;
     for (uint64_t p : w.pending_gradient_bytes) pending += p;
     // first_exec@peak: a cold wave's allocations with no warm counterpart
     // that are live at its peak ("-" for a wave with no warm twin).
-    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %10llu  %9llu  %15s  %s\n", w.index,
+    // ws_after_grad: what is left of a recomputed layer's workspace once its
+    // own gradients exist ("-" for a wave that made no gradient).
+    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %13s  %10llu  %9llu  %15s  %s\n", w.index,
                 static_cast<long long>(w.tokens), w.cold ? "yes" : "no",
                 static_cast<unsigned long long>(w.measured_peak_bytes), static_cast<unsigned long long>(retained),
                 static_cast<unsigned long long>(pending), static_cast<unsigned long long>(w.workspace_bytes),
+                w.workspace_after_gradient_bytes >= 0 ? std::to_string(w.workspace_after_gradient_bytes).c_str() : "-",
                 static_cast<unsigned long long>(w.input_gradient_bytes),
                 static_cast<unsigned long long>(w.output_bytes),
                 w.warm_twin >= 0 ? std::to_string(w.first_execution_at_peak_bytes).c_str() : "-",
@@ -96,6 +99,13 @@ int cmd_calibrate(int argc, char** argv) {
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();
   if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  if (calibration.workspace_after_gradient) {
+    const LinearTerm& a = *calibration.workspace_after_gradient;
+    std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,
+                a.per_token, calibration.workspace_after_gradient_method.c_str(), a.points);
+  } else {
+    std::printf("workspace left once a layer's own gradients exist: not measured (no wave made gradients)\n");
+  }
   std::printf(
       "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
       "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs -> %s\n",
