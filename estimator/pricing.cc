@@ -11,7 +11,7 @@
 
 namespace psc::pricing {
 
-GroupExcess group_excess(const Group& group, Bytes overlap) {
+GroupExcess group_excess(const Group& group, Bytes overlap, bool floor_at_net) {
   const Bytes* boundary = group.boundary_bytes.data();
   const Bytes* pending = group.pending_gradient_bytes.data();
   const Bytes outside = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
@@ -49,9 +49,10 @@ GroupExcess group_excess(const Group& group, Bytes overlap) {
   excess -= boundary[0];
   result.net = excess;
   // Layer 0 ends with every gradient made and boundary 0 freed: the group's
-  // last state. Without a credit the layer-0 term is never below it; with
-  // one it may be, and the group's excess is then that state (layer 0).
-  if (excess > result.extra) {
+  // last state. Without a credit the layer-0 term is never below it. With one
+  // it may be; that state holds no workspace of this group, but in a split
+  // another child may start its backward (with its workspace) right then.
+  if (floor_at_net && excess > result.extra) {
     result.extra = excess;
     result.peak_layer = 0;
   }
@@ -71,13 +72,13 @@ struct ForwardTerms {
 //         = sum_h max(0, net_h) + max_g [extra_g - max(0, net_g)]
 // so one pass suffices. extra_g >= max(0, net_g) (the bottom layer's term is at
 // least net_g, and extra_g >= 0), so every candidate is non-negative.
-ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap) {
+ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool floor_at_net) {
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
   Bytes positive_nets = 0;
   Bytes best = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const GroupExcess excess = group_excess(groups[g], overlap);
+    const GroupExcess excess = group_excess(groups[g], overlap, floor_at_net);
     if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
     terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, excess.net);
@@ -119,11 +120,11 @@ void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::st
 }  // namespace
 
 AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap) {
-  return forward_terms(groups, overlap).adapter;
+  return forward_terms(groups, overlap, false).adapter;
 }
 
 std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
-  return forward_terms(forward.groups, 0).slots;
+  return forward_terms(forward.groups, 0, false).slots;
 }
 
 static Bytes overlap_of(const Forward& forward) {
@@ -146,7 +147,11 @@ Price price(const Plan& plan) {
     c.workspace = std::max(c.workspace, forward.workspace_bytes);
     has_gradient_group = has_gradient_group || !forward.groups.empty();
 
-    ForwardTerms terms = forward_terms(forward.groups, overlap_of(forward));
+    // One forward: a group's last state (all its gradients, no boundary, no
+    // workspace) is below the price, which charges the workspace in full
+    // beside the adapter term. In a split, the next child's backward may begin
+    // in that state with its own workspace: the state is a floor there.
+    ForwardTerms terms = forward_terms(forward.groups, overlap_of(forward), plan.forwards.size() > 1);
     c.retained += terms.retained;
     adapters.push_back(terms.adapter);
     if (forward.groups.empty()) continue;  // no backward: no adapter term, no peak

@@ -68,10 +68,12 @@ struct GroupExcess {
 // either its gradients above i with the full workspace, or its gradients from
 // i up with what is left of the workspace; relative to the full workspace (the
 // workspace term charges it in full) the layer's term is
-// excess(i) - min(p[i], overlap). The group's last state (every gradient, no
-// boundary) stays a floor for extra, as the design's closed form needs
-// (extra >= net), so a credit never lowers extra below net.
-GroupExcess group_excess(const Group& group, Bytes overlap = 0);
+// excess(i) - min(p[i], overlap). Without a credit extra >= net always; with
+// one, `floor_at_net` keeps the group's last state (every gradient, no
+// boundary) as a floor of extra (splits: another child may begin its backward
+// in that state). Without it extra may fall below net: that state holds no
+// workspace, and a price charges the workspace in full beside the adapter term.
+GroupExcess group_excess(const Group& group, Bytes overlap = 0, bool floor_at_net = false);
 
 // The adapter term of one forward: worst backward order of its groups, closed form.
 struct AdapterTerm {

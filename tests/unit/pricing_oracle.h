@@ -13,8 +13,11 @@
 //    full size), the state at layer i is the worse of two moments: before
 //    the layer's gradients are allocated (full workspace) and after them (the
 //    workspace shrunk by workspace - workspace_after), each seen relative to
-//    the full workspace; layer 0's state also covers the moment its boundary
-//    is freed (the group's last state, workspace charged as throughout);
+//    the full workspace; after a group's backward (every gradient, no
+//    boundary) no workspace is held in a wave of one forward (relative: minus
+//    the workspace), while in a split another child may begin its backward
+//    then, so the state counts with a full workspace; layer 0's state covers
+//    that moment too;
 //  - a parameter that already has a gradient, or is not trainable, allocates
 //    nothing; a group whose slot is null trains nothing;
 //  - groups of one forward run one after another in any order;
@@ -147,11 +150,13 @@ class Simulation {
             const bool touched = std::find(t.layers.begin(), t.layers.end(), layer) != t.layers.end();
             if (trains(group, t) && !t.outside_decoder && touched) allocate(*group.slot, t);
           }
-          const std::int64_t last = layer == 0 ? live - group.boundary[0] : before;
+          const bool split = wave_.forwards.size() > 1;
+          const std::int64_t last = layer == 0 && split ? live - group.boundary[0] : before;
           observe(f, g, layer, std::max({before, live - shrink, last}));
           live -= group.boundary[layer];
         }
-        observe(f, g, -2, live);  // after the group: not a location a price names
+        // After the group: not a location a price names.
+        observe(f, g, -2, wave_.forwards.size() > 1 ? live : live - forward.workspace);
       }
     }
   }
