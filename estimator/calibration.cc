@@ -219,8 +219,19 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       if (w.cold && w.warm_twin >= 0) {
         const WaveLiveness& warm = t.waves[static_cast<size_t>(w.warm_twin)];
         ++c.first_execution_pairs;
-        if (w.measured_peak_bytes > warm.measured_peak_bytes)
-          c.first_execution_bytes = std::max(c.first_execution_bytes, w.measured_peak_bytes - warm.measured_peak_bytes);
+        // The measured peaks already hold what the hooks and CUPTI saw. What
+        // no allocation record accounts for shows only in the device samples:
+        // its cold − warm growth belongs to the allowance too.
+        uint64_t unexplained = 0;
+        for (const ColdWarmDelta& d : t.analysis.device.cold_warm) {
+          if (d.cold_wave != w.index || !d.has_samples) continue;
+          ++c.first_execution_device_pairs;
+          unexplained = static_cast<uint64_t>(std::max<int64_t>(0, d.unexplained_growth_delta_bytes));
+        }
+        c.first_execution_unexplained_bytes = std::max(c.first_execution_unexplained_bytes, unexplained);
+        const uint64_t peak_delta =
+            w.measured_peak_bytes > warm.measured_peak_bytes ? w.measured_peak_bytes - warm.measured_peak_bytes : 0;
+        c.first_execution_bytes = std::max(c.first_execution_bytes, peak_delta + unexplained);
         c.first_execution_at_peak_bytes = std::max(c.first_execution_at_peak_bytes, w.first_execution_at_peak_bytes);
       }
     }
@@ -284,7 +295,9 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["adapter_gradient_bytes"] = slots;
   j["first_execution"] = {{"bytes", c.first_execution_bytes},
                           {"pairs", c.first_execution_pairs},
-                          {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes}};
+                          {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes},
+                          {"device_unexplained_bytes", c.first_execution_unexplained_bytes},
+                          {"device_pairs", c.first_execution_device_pairs}};
   Json residuals = Json::array();
   for (const WaveResiduals& r : c.residuals) {
     Json row;

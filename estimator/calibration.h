@@ -84,6 +84,12 @@ struct Calibration {
   uint64_t first_execution_bytes = 0;
   size_t first_execution_pairs = 0;
   uint64_t first_execution_at_peak_bytes = 0;  // largest of unmatched allocations live at a cold peak
+  // Device memory no allocator and no CUPTI record accounts for that a cold
+  // wave's samples grew by more than its warm twin's (context, lazily loaded
+  // modules, static runtimes' workspaces): the largest over pairs with device
+  // samples, added to the pair's peak difference in first_execution_bytes.
+  uint64_t first_execution_unexplained_bytes = 0;
+  size_t first_execution_device_pairs = 0;  // pairs whose waves have device samples
   std::vector<std::string> traces;
   size_t waves = 0;
   std::vector<WaveResiduals> residuals;

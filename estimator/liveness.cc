@@ -7,6 +7,7 @@
 
 #include "estimator/analysis_scope.h"
 #include "estimator/lifetimes.h"
+#include "traces/deferred.h"
 
 namespace psc {
 namespace {
@@ -353,7 +354,10 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   const Analysis& analysis = out.analysis;
 
   LivenessPass pass(options, analysis, analysis.trace.status.events);
-  read_trace(path, pass);
+  // The analysis read the trace with its deferred (CUPTI) events placed by
+  // time and deduplicated against the hooks; read the same stream, or the
+  // waves' positions would not line up.
+  read_placed(path, out.analysis.placement.get(), pass);
   out.category_allocations = pass.category_allocations;
   out.category_bytes = pass.category_bytes;
   out.layers = pass.max_layer + 1;

@@ -273,6 +273,43 @@ TEST(LivenessGolden, OneTokenCountScalesTheWorkspaceLine) {
   EXPECT_EQ(c.workspace_after_gradient->bytes_at(10), 40u);
 }
 
+TEST(LivenessGolden, DeviceMemoryNoRecordAccountsForJoinsTheFirstExecutionAllowance) {
+  // A cold and a warm wave of one shape, the same allocations in each; the
+  // device samples show the cold wave growing by 300000 bytes that no hooked
+  // or CUPTI allocation accounts for (a context, lazily loaded modules).
+  constexpr uint64_t kContext = 1'000'000, kUnexplained = 300'000;
+  TempTrace trace("device");
+  {
+    SyntheticTrace t(trace.path);
+    for (int wave = 0; wave < 2; ++wave) {
+      const bool cold = wave == 0;
+      const uint64_t before = kContext + (cold ? 0 : kUnexplained);
+      t.wave_begin(kMain, cold ? R"({"tokens": 8, "slots": ["a"], "groups": 1, "cold": true})"
+                               : R"({"tokens": 8, "slots": ["a"], "groups": 1, "cold": false})");
+      t.counter(kMain, "device_used_bytes", before, 0);
+      t.push(kMain, "backward/layer.0");
+      const uint64_t a = 0x1000 * static_cast<uint64_t>(wave + 1);
+      t.alloc(kMain, a, 4096);
+      t.counter(kMain, "device_used_bytes", kContext + kUnexplained + 4096, 0);
+      t.free(kMain, a);
+      t.pop(kMain);
+      t.wave_end(kMain);
+    }
+    t.close();
+  }
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.waves.size(), 2u);
+  EXPECT_EQ(l.waves[0].measured_peak_bytes, l.waves[1].measured_peak_bytes);  // the hooks see no difference
+  const Calibration c = calibrate({l});
+  EXPECT_EQ(c.first_execution_pairs, 1u);
+  EXPECT_EQ(c.first_execution_device_pairs, 1u);
+  EXPECT_EQ(c.first_execution_unexplained_bytes, kUnexplained);
+  EXPECT_EQ(c.first_execution_bytes, kUnexplained);
+  const CalibrationJson j = calibration_to_json(c);
+  EXPECT_EQ(j["first_execution"]["device_unexplained_bytes"], kUnexplained);
+  EXPECT_EQ(calibration_from_json(j).first_execution_bytes, kUnexplained);
+}
+
 TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
   TempTrace a("u10"), held("u30");
   write_steps(a.path, 10, 2);
