@@ -6,6 +6,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "traces/device_address.h"
+
 namespace psc {
 namespace {
 
@@ -110,16 +112,8 @@ struct DeviceTruthPass::State {
     uint64_t bytes;
     StringId source;
   };
-  struct Key {
-    int16_t device;
-    uint64_t address;
-    friend bool operator==(const Key&, const Key&) = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.address ^ (static_cast<uint64_t>(static_cast<uint16_t>(k.device)) << 48));
-    }
-  };
+  using Key = DeviceAddress;
+  using KeyHash = DeviceAddressHash;
 
   explicit State(const Inputs& in) : inputs(in), ranges(*in.ranges), scope(ranges) {}
 

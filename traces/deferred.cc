@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "traces/device_address.h"
+
 namespace psc {
 namespace {
 
-struct Key {
-  int16_t device;
-  uint64_t address;
-  friend bool operator==(const Key&, const Key&) = default;
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    return std::hash<uint64_t>()(k.address ^ (static_cast<uint64_t>(static_cast<uint16_t>(k.device)) << 48));
-  }
-};
+using Key = DeviceAddress;
+using KeyHash = DeviceAddressHash;
 
 constexpr uint64_t kOpen = UINT64_MAX;
 uint64_t plus(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }

@@ -27,6 +27,7 @@
 #include "estimator/attribution.h"
 #include "estimator/lifetimes.h"
 #include "estimator/ranges.h"
+#include "traces/device_address.h"
 #include "traces/reader.h"
 
 namespace psc {
@@ -156,16 +157,8 @@ class ExportReplay {
   uint64_t live_count() const { return live_.size(); }
 
  private:
-  struct Key {
-    int16_t device;
-    uint64_t address;
-    friend bool operator==(const Key&, const Key&) = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.address * 0x9E3779B97F4A7C15ull ^ static_cast<uint16_t>(k.device));
-    }
-  };
+  using Key = DeviceAddress;
+  using KeyHash = DeviceAddressHash;
   struct Lanes {
     std::vector<uint32_t> free;  // min-heap of released lanes
     uint32_t next = 0;
