@@ -8,7 +8,7 @@
 
 namespace psc {
 
-// What happened. Values are part of the file format (v1): append only.
+// What happened. Values are part of the file format: append only.
 enum class EventKind : uint8_t {
   kAlloc = 1,       // address, bytes: memory became live
   kFree = 2,        // address, bytes (0 when the hook cannot know): recorded before the real free

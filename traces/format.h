@@ -1,4 +1,6 @@
-// The .pstrace file format, version 1.
+// The .pstrace file format, version 2 (v2 added the name of a CUPTI allocation
+// or free, see fields_of(kind, api); a v1 file reads unchanged, and a v1
+// reader refuses v2 files by their header instead of misreading them).
 //
 //   file   := FileHeader chunk*
 //   chunk  := ChunkHeader payload[payload_bytes]
@@ -20,8 +22,8 @@
 namespace psc::format {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
-constexpr uint16_t kVersion = 1;
-constexpr uint16_t kMinReaderVersion = 1;     // oldest reader that can read what we write
+constexpr uint16_t kVersion = 2;
+constexpr uint16_t kMinReaderVersion = 2;     // oldest reader that can read what we write
 constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian
 constexpr uint32_t kMaxChunkPayload = 64u << 20;
 

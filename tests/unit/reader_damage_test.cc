@@ -276,16 +276,41 @@ TEST(ReaderHeaders, EmptyAndTextFilesHaveBadMagic) {
 TEST(ReaderHeaders, NewerFormatIsRefusedWithTheVersion) {
   TempTrace file("newer");
   format::FileHeader h = good_header();
-  h.version = 3;
-  h.min_reader_version = 2;
+  h.version = 4;
+  h.min_reader_version = 3;
   reseal(&h);
   spit(file.path, reinterpret_cast<const uint8_t*>(&h), sizeof h);
   EXPECT_EQ(offset_of_error(file.path), offsetof(format::FileHeader, version));
   try {
     load_trace(file.path);
+    ADD_FAILURE() << "a v3-only file was read";
   } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("v2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("v3"), std::string::npos) << e.what();
   }
+}
+
+// v2 only added the name of CUPTI allocations; a v1 file (none of those) reads
+// exactly as it did.
+TEST(ReaderHeaders, VersionOneFilesStillRead) {
+  TempTrace original("v2_src");
+  write_sample(original.path);
+  std::vector<uint8_t> bytes = slurp(original.path);
+  format::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  EXPECT_EQ(h.version, 2u);
+  EXPECT_EQ(h.min_reader_version, 2u);
+  h.version = 1;
+  h.min_reader_version = 1;
+  reseal(&h);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  TempTrace file("v1");
+  spit(file.path, bytes.data(), bytes.size());
+  const LoadedTrace a = load_trace(original.path);
+  const LoadedTrace b = load_trace(file.path);
+  EXPECT_TRUE(b.status.complete()) << b.status.reason;
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i)
+    ASSERT_EQ(std::memcmp(&a.events[i], &b.events[i], sizeof(Event)), 0) << i;
 }
 
 TEST(ReaderHeaders, BadHeaderSizeAndChecksum) {
