@@ -182,9 +182,9 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     row.floor_raw_error = error_of(row.floor_price.raw_bytes, w.measured_peak_bytes);
 
     const pricing::Components& k = row.price.components;
-    uint64_t retained = 0, pending = 0;
+    uint64_t retained = 0;
     for (uint64_t b : w.boundary_bytes) retained += b;
-    for (uint64_t p : w.pending_gradient_bytes) pending += p;
+    const uint64_t pending = w.pending_gradient_max_live_bytes;
     uint64_t pending_priced = 0;
     for (const pricing::Forward& f : plan.forwards)
       for (const pricing::Group& g : f.groups)

@@ -202,6 +202,7 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   w->input_gradient_bytes = max[static_cast<size_t>(Term::kInputGradient)];
   w->output_bytes = max[static_cast<size_t>(Term::kOutput)];
   w->forward_scratch_bytes = max[static_cast<size_t>(Term::kForwardScratch)];
+  w->pending_gradient_max_live_bytes = max[static_cast<size_t>(Term::kAdapterGradient)];
 }
 
 // Allocations of `cold` with no counterpart in `warm`, in two rounds:
@@ -243,6 +244,40 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
     m->term = Term::kFirstExecution;
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
+  }
+}
+
+// In a split wave, autograd holds each parameter's gradient from the child
+// whose backward runs first until the last child's contribution arrives: an
+// allocation made in backward/layer.i by one child and freed in
+// backward/layer.i by another. By range it looks like layer i's workspace;
+// what gives it away is that other layers' work happens while it is live
+// (the rest of the first child's backward, the next child's upper layers).
+// Such allocations are the split's pending adapter gradients.
+void reclassify_buffered_gradients(const std::vector<Made*>& made) {
+  struct Work {
+    uint64_t ordinal;
+    int32_t layer;
+  };
+  std::vector<Work> work;  // allocations of layers' recompute/backward, in order
+  for (const Made* m : made) {
+    const bool layer_work = m->term == Term::kWorkspace || m->term == Term::kAdapterGradient ||
+                            m->term == Term::kInputGradient || m->term == Term::kBoundary;
+    if (layer_work && m->layer >= 0) work.push_back({m->alloc_ordinal, m->layer});
+  }
+  std::sort(work.begin(), work.end(), [](const Work& a, const Work& b) { return a.ordinal < b.ordinal; });
+  // other_layer_after[k]: the first ordinal after work[k] made by another layer.
+  std::vector<uint64_t> other_layer_after(work.size(), UINT64_MAX);
+  for (size_t k = work.size(); k-- > 0;) {
+    if (k + 1 < work.size())
+      other_layer_after[k] = work[k + 1].layer != work[k].layer ? work[k + 1].ordinal : other_layer_after[k + 1];
+  }
+  for (Made* m : made) {
+    if (m->term != Term::kWorkspace || m->layer < 0 || m->end_ordinal == UINT64_MAX) continue;
+    auto it = std::lower_bound(work.begin(), work.end(), m->alloc_ordinal,
+                               [](const Work& w, uint64_t ordinal) { return w.ordinal < ordinal; });
+    if (it == work.end() || it->ordinal != m->alloc_ordinal) continue;
+    if (other_layer_after[static_cast<size_t>(it - work.begin())] < m->end_ordinal) m->term = Term::kAdapterGradient;
   }
 }
 
@@ -383,6 +418,7 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
 
   for (size_t i = 0; i < out.waves.size(); ++i) {
     WaveLiveness& w = out.waves[i];
+    if (!w.children.empty()) reclassify_buffered_gradients(by_wave[i]);
     for (const Made* m : by_wave[i]) {
       const size_t t = static_cast<size_t>(m->term);
       w.made_bytes[t] += m->bytes;

@@ -91,6 +91,10 @@ struct WaveLiveness {
   // holds after its forward. A group whose backward has not run yet holds it.
   uint64_t head_saved_bytes = 0;
   uint64_t forward_scratch_bytes = 0;  // max live (not priced)
+  // Max live adapter-gradient bytes made in the wave. The sum of
+  // pending_gradient_bytes in a wave of one forward; less in a split, whose
+  // buffered per-child gradients are freed when the last child's arrive.
+  uint64_t pending_gradient_max_live_bytes = 0;
   // What is left of a recomputed layer's workspace once that layer's own
   // adapter gradients are made: the largest (workspace live + the layer's
   // gradients made so far) while the layer runs, less the layer's gradients,

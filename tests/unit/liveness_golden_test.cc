@@ -310,6 +310,43 @@ TEST(LivenessGolden, DeviceMemoryNoRecordAccountsForJoinsTheFirstExecutionAllowa
   EXPECT_EQ(calibration_from_json(j).first_execution_bytes, kUnexplained);
 }
 
+TEST(LivenessGolden, SplitBufferedGradientsArePendingNotWorkspace) {
+  // Two children, one backward: child B's backward (run first) makes layer 1's
+  // gradient piece G1 and layer 0's G0; autograd holds them until child A's
+  // backward adds its own, then frees them. Each layer's scratch S is freed
+  // inside the layer. By range G1 and G0 look like workspace; by lifetime
+  // (other layers work while they are live) they are buffered gradients.
+  TempTrace trace("split_buffers");
+  {
+    SyntheticTrace t(trace.path);
+    t.wave_begin(kMain, R"({"tokens": 20, "slots": ["a"], "groups": 1, "cold": false,
+                            "children": [{"tokens": 10}, {"tokens": 10}]})");
+    uint64_t next = 0x9000;
+    auto layer = [&](int i, uint64_t gradient_buffer, uint64_t frees) {
+      t.push(kMain, "backward/layer." + std::to_string(i));
+      const uint64_t scratch = next++;
+      t.alloc(kMain, scratch, 40);
+      if (gradient_buffer) t.alloc(kMain, gradient_buffer, 20);
+      if (frees) t.free(kMain, frees);
+      t.free(kMain, scratch);
+      t.pop(kMain);
+    };
+    layer(1, 0x5001, 0);  // child B, layer 1: buffer G1
+    layer(0, 0x5000, 0);  // child B, layer 0: buffer G0
+    layer(1, 0, 0x5001);  // child A, layer 1: adds to G1, frees it
+    layer(0, 0, 0x5000);  // child A, layer 0: adds to G0, frees it
+    t.wave_end(kMain);
+    t.close();
+  }
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.waves.size(), 1u);
+  const WaveLiveness& w = l.waves[0];
+  ASSERT_EQ(w.children.size(), 2u);
+  EXPECT_EQ(w.pending_gradient_bytes, (std::vector<uint64_t>{20, 20}));
+  EXPECT_EQ(w.pending_gradient_max_live_bytes, 40u);
+  EXPECT_EQ(w.workspace_bytes, 40u);  // one layer's scratch, not the buffers
+}
+
 TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
   TempTrace a("u10"), held("u30");
   write_steps(a.path, 10, 2);
