@@ -61,6 +61,9 @@ golden "$DIR/design.expected.json" price "$DIR/design.json" --json
 golden "$DIR/design.expected.txt" price "$DIR/design.json"
 golden "$DIR/parameters.expected.json" price "$DIR/parameters.json" --json
 golden "$DIR/split.expected.json" price "$DIR/split.json" --json
+# The overlap credit (docs/pricing.md): layer 1 holds 60 - min(60, 500 - 380) = 0,
+# layer 0 60 + 60 - 100 - 60 = -40: adapter 0; raw = 200 + 500 = 700.
+golden "$DIR/overlap.expected.json" price "$DIR/overlap.json" --json
 golden "$DIR/admission.expected.json" price "$DIR/admission.json" --budget 536870912 --json
 golden "$DIR/admission.expected.txt" price "$DIR/admission.json" --budget 536870912
 golden "$DIR/admission_warm.expected.json" price "$DIR/admission_warm.json" --budget 536870912 --json
@@ -75,6 +78,8 @@ bad 2 "peakscope price: $B/length.json: groups[1].boundary_bytes: has 4 entries 
   price "$B/length.json"
 bad 2 "peakscope price: $B/same_slot.json: groups[1].slot: \"a\" is already trained by groups[0] of this forward; two groups of one forward never train the same slot" \
   price "$B/same_slot.json"
+bad 2 "peakscope price: $B/overlap_above.json: workspace_after_gradient_bytes: 501 is more than workspace_bytes (500): what is left of the workspace cannot exceed it" \
+  price "$B/overlap_above.json"
 bad 2 "peakscope price: $B/child_safety.json: children[0].safety_factor: belongs to the whole wave: give it at the top level only" \
   price "$B/child_safety.json"
 bad 2 "peakscope price: $B/shared_layer.json: groups[0].parameters[0].layers[1]: must be a layer index from 0 to 1" \
@@ -99,6 +104,8 @@ run 2 price && pass
 run 0 price "$DIR/design.json" --report "$TMP/design.report.json" --json &&
   { diff -q "$DIR/design.expected.json" "$TMP/out" >/dev/null && pass || fail "--report changed the printed figures"; }
 run 0 price "$DIR/split.json" --report "$TMP/split.report.json" && pass
+run 0 price "$DIR/overlap.json" --report "$TMP/overlap.report.json" && pass
+run 0 replay "$TMP/overlap.report.json" && pass
 run 0 price "$DIR/admission.json" --budget 536870912 --report "$TMP/admission.report.json" && pass
 run 0 replay "$TMP/design.report.json" "$TMP/split.report.json" "$TMP/admission.report.json" &&
   { [ "$(grep -c ': ok$' "$TMP/out")" -eq 3 ] && pass || { fail "replay did not say ok three times"; cat "$TMP/out"; }; }
