@@ -1,6 +1,8 @@
 // NVTX calls -> recorder events. Push/pop are per thread (the recorder keeps
 // one range stack per thread, shared by all domains); start/end are
-// process-wide ranges with ids unique across every NVTX instance.
+// process-wide ranges with ids unique across every NVTX instance. Names given
+// to CUDA devices, contexts, streams and events (nvToolsExtCuda.h,
+// nvToolsExtCudaRt.h) become `nvtx.resource_name` marks.
 //
 // Cost per call: one name lookup in the recorder's string table (plus a copy
 // onto the stack for a domain prefix or a wide message) and one event; with a
@@ -8,8 +10,10 @@
 #include "interpose/nvtx_hooks.h"
 
 #include <cstring>
+#include <iterator>
 #include <utility>
 
+#include "interpose/payload.h"
 #include "runtime/recorder.h"
 
 namespace psc::interpose::nvtx {
@@ -55,6 +59,45 @@ nvtxStringHandle_t register_string(nvtxDomainHandle_t domain, const char* text, 
   nvtxStringHandle_t handle = chained ? theirs : reinterpret_cast<nvtxStringHandle_t>(const_cast<char*>(stored));
   if (handle && stored) string_insert(handle, stored);
   return handle;
+}
+
+// ---- resource naming (modules CUDA and CUDART) ----
+constexpr const char* kResourceNameMark = "nvtx.resource_name";
+// Room for kind, api, handle and a name of kMaxName bytes with a little
+// escaping; a name that needs more is cut at a character boundary.
+constexpr size_t kResourcePayloadBytes = kMaxName + 192;
+
+struct ResourceHandle {
+  uint64_t value;
+  bool ordinal;  // a device ordinal (signed), not a pointer
+};
+ResourceHandle handle_of(int device) { return {static_cast<uint64_t>(static_cast<int64_t>(device)), true}; }
+ResourceHandle handle_of(const void* handle) { return {reinterpret_cast<uintptr_t>(handle), false}; }
+
+const char* utf8_of(const char* name, NameBuffer&) { return name; }
+const char* utf8_of(const wchar_t* name, NameBuffer& converted) {
+  if (!name) return nullptr;
+  wide_to_utf8(name, converted);
+  return converted.text;
+}
+
+// Both modules keep each kind's A and W variants side by side from slot 1 on,
+// so (slot - 1) / 2 is the kind.
+void record_resource_name(NvtxCallbackModule module, unsigned slot, ResourceHandle handle, const char* name) {
+  static constexpr const char* kCudaKinds[] = {"device", "context", "stream", "event"};
+  static constexpr const char* kCudartKinds[] = {"device", "stream", "event"};
+  const bool driver = module == NVTX_CB_MODULE_CUDA;
+  const unsigned kind = (slot - 1) / 2;
+  if (slot == 0 || kind >= (driver ? std::size(kCudaKinds) : std::size(kCudartKinds))) return;
+  JsonPayload<kResourcePayloadBytes> payload;
+  payload.text("kind", driver ? kCudaKinds[kind] : kCudartKinds[kind]).text("api", driver ? "cuda" : "cudart");
+  if (handle.ordinal) {
+    payload.signed_number("handle", static_cast<int64_t>(handle.value));
+  } else {
+    payload.number("handle", handle.value);
+  }
+  payload.text("name", name);  // null stays null
+  rt::record_mark(kResourceNameMark, payload.str(), Api::kNvtx);
 }
 
 template <int I>
@@ -194,16 +237,53 @@ struct Hooks {
     wide_to_utf8(name, converted);
     return create_domain(name ? converted.text : nullptr, next ? next(name) : nullptr, next != nullptr);
   }
+
+  // ---- resource naming (modules CUDA and CUDART): one hook per slot ----
+  template <NvtxCallbackModule M, unsigned Slot, typename Handle, typename Char>
+  static void name_resource(Handle handle, const Char* name) {
+    NameBuffer converted;
+    record_resource_name(M, Slot, handle_of(handle), utf8_of(name, converted));
+    using Next = void (*)(Handle, const Char*);
+    if (auto next = reinterpret_cast<Next>(__atomic_load_n(&chained_slots(I, M)[Slot], __ATOMIC_ACQUIRE))) {
+      next(handle, name);
+    }
+  }
 };
 
 struct HookSet {
   NvtxFunctionPointer core[kShadowSlots];
   NvtxFunctionPointer core2[kShadowSlots];
+  NvtxFunctionPointer cuda[kShadowSlots];
+  NvtxFunctionPointer cudart[kShadowSlots];
 };
 
 template <typename Fn>
 NvtxFunctionPointer erase(Fn fn) {
   return reinterpret_cast<NvtxFunctionPointer>(fn);
+}
+
+template <int I, NvtxCallbackModule M, unsigned Slot, typename Handle, typename Char>
+void name_slot(NvtxFunctionPointer* hooks) {
+  hooks[Slot] = erase(&Hooks<I>::template name_resource<M, Slot, Handle, Char>);
+}
+
+template <int I>
+void fill_naming(HookSet& s) {
+  constexpr NvtxCallbackModule kCu = NVTX_CB_MODULE_CUDA, kRt = NVTX_CB_MODULE_CUDART;
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuDeviceA, nvtx_CUdevice, char>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuDeviceW, nvtx_CUdevice, wchar_t>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuContextA, nvtx_CUcontext, char>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuContextW, nvtx_CUcontext, wchar_t>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuStreamA, nvtx_CUstream, char>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuStreamW, nvtx_CUstream, wchar_t>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuEventA, nvtx_CUevent, char>(s.cuda);
+  name_slot<I, kCu, NVTX_CBID_CUDA_NameCuEventW, nvtx_CUevent, wchar_t>(s.cuda);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaDeviceA, int, char>(s.cudart);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaDeviceW, int, wchar_t>(s.cudart);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaStreamA, nvtx_cudaStream_t, char>(s.cudart);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaStreamW, nvtx_cudaStream_t, wchar_t>(s.cudart);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaEventA, nvtx_cudaEvent_t, char>(s.cudart);
+  name_slot<I, kRt, NVTX_CBID_CUDART_NameCudaEventW, nvtx_cudaEvent_t, wchar_t>(s.cudart);
 }
 
 template <int I>
@@ -229,8 +309,9 @@ void fill(HookSet& s) {
   s.core2[NVTX_CBID_CORE2_DomainRegisterStringW] = erase(&H::register_w);
   s.core2[NVTX_CBID_CORE2_DomainCreateA] = erase(&H::domain_create_a);
   s.core2[NVTX_CBID_CORE2_DomainCreateW] = erase(&H::domain_create_w);
+  fill_naming<I>(s);
   // Not hooked (a chained tool still gets them): category and OS-thread names,
-  // resources, domain destroy, nvtxInitialize, and the CUDA/OpenCL/sync modules.
+  // resources, domain destroy, nvtxInitialize, and the OpenCL/sync modules.
 }
 
 using Filler = void (*)(HookSet&);
@@ -247,6 +328,10 @@ constexpr auto kFillers = make_fillers(std::make_index_sequence<kMaxChainedInsta
 
 bool handles_slot(NvtxCallbackModule module, unsigned slot) {
   if (module == NVTX_CB_MODULE_CORE) return slot >= NVTX_CBID_CORE_MarkEx && slot <= NVTX_CBID_CORE_RangePop;
+  if (module == NVTX_CB_MODULE_CUDA) return slot >= NVTX_CBID_CUDA_NameCuDeviceA && slot <= NVTX_CBID_CUDA_NameCuEventW;
+  if (module == NVTX_CB_MODULE_CUDART) {
+    return slot >= NVTX_CBID_CUDART_NameCudaDeviceA && slot <= NVTX_CBID_CUDART_NameCudaEventW;
+  }
   if (module != NVTX_CB_MODULE_CORE2) return false;
   return (slot >= NVTX_CBID_CORE2_DomainMarkEx && slot <= NVTX_CBID_CORE2_DomainRangePop) ||
          (slot >= NVTX_CBID_CORE2_DomainRegisterStringA && slot <= NVTX_CBID_CORE2_DomainCreateW);
@@ -256,7 +341,10 @@ void install_hooks(int index, NvtxCallbackModule module, NvtxFunctionTable table
   if (!table || index < 0 || index > kUnchained) return;
   HookSet set{};
   kFillers.fill[index](set);
-  const NvtxFunctionPointer* hooks = module == NVTX_CB_MODULE_CORE ? set.core : set.core2;
+  const NvtxFunctionPointer* hooks = module == NVTX_CB_MODULE_CORE    ? set.core
+                                     : module == NVTX_CB_MODULE_CORE2 ? set.core2
+                                     : module == NVTX_CB_MODULE_CUDA  ? set.cuda
+                                                                      : set.cudart;
   for (unsigned slot = 1; slot < size && slot < kShadowSlots; ++slot) {
     if (!handles_slot(module, slot) || !table[slot]) continue;
     __atomic_store_n(table[slot], hooks[slot], __ATOMIC_RELEASE);

@@ -19,14 +19,34 @@ namespace psc::interpose::nvtx {
 constexpr int kMaxChainedInstances = 16;
 constexpr int kUnchained = kMaxChainedInstances;
 // Slots per module we mirror for a chained tool (NVTX 3 defines 16 in CORE
-// and CORE2, index 0 unused).
+// and CORE2, 9 in CUDA, 7 in CUDART; index 0 unused).
 constexpr unsigned kShadowSlots = 32;
 
+// What the chained tool wrote for each slot we hook, per module we hook.
 struct ChainedSlots {
   NvtxFunctionPointer core[kShadowSlots];
   NvtxFunctionPointer core2[kShadowSlots];
+  NvtxFunctionPointer cuda[kShadowSlots];    // resource naming, driver API (nvToolsExtCuda.h)
+  NvtxFunctionPointer cudart[kShadowSlots];  // resource naming, runtime API (nvToolsExtCudaRt.h)
 };
 extern ChainedSlots g_chained[kMaxChainedInstances + 1];
+
+// The modules whose tables peakscope hooks, in the order it installs them.
+constexpr NvtxCallbackModule kHookedModules[] = {NVTX_CB_MODULE_CORE, NVTX_CB_MODULE_CORE2, NVTX_CB_MODULE_CUDA,
+                                                 NVTX_CB_MODULE_CUDART};
+
+// Instance `index`'s mirror of `module` (kShadowSlots entries), or nullptr for
+// a module we do not hook.
+inline NvtxFunctionPointer* chained_slots(int index, NvtxCallbackModule module) {
+  ChainedSlots& slots = g_chained[index];
+  switch (module) {
+    case NVTX_CB_MODULE_CORE: return slots.core;
+    case NVTX_CB_MODULE_CORE2: return slots.core2;
+    case NVTX_CB_MODULE_CUDA: return slots.cuda;
+    case NVTX_CB_MODULE_CUDART: return slots.cudart;
+    default: return nullptr;
+  }
+}
 
 // Whether peakscope puts its own hook in `slot` of `module`.
 bool handles_slot(NvtxCallbackModule module, unsigned slot);

@@ -9,12 +9,14 @@
 // does), `peakscope record` moves its path to PEAKSCOPE_NVTX_CHAIN. We load it
 // once and initialise it for every instance through a wrapped export table
 // (see nvtx_hooks.h), so both see every call; extension modules (payload
-// schemas, counters, memory) go to it untouched.
+// schemas, counters, memory) go to it untouched. Hooked modules: CORE, CORE2
+// and the CUDA / CUDART resource-naming modules.
 #include <dlfcn.h>
 #include <sched.h>
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "interpose/nvtx_hooks.h"
@@ -30,12 +32,11 @@ namespace {
 using ExtensionInit = int (*)(void* module_info);  // NvtxExtInitializeInjectionFunc_t
 
 struct Instance {
-  std::atomic<NvtxGetExportTableFunc_t> export_table;  // the instance's own; identifies it
-  std::atomic<uint32_t> ready;                         // hooks installed
-  NvtxExportTableCallbacks wrapped_callbacks;          // what the chained tool is given
-  const NvtxExportTableCallbacks* callbacks;           // the instance's own
-  NvtxFunctionPointer* shadow_core[kShadowSlots + 1];
-  NvtxFunctionPointer* shadow_core2[kShadowSlots + 1];
+  std::atomic<NvtxGetExportTableFunc_t> export_table;                        // the instance's own; identifies it
+  std::atomic<uint32_t> ready;                                               // hooks installed
+  NvtxExportTableCallbacks wrapped_callbacks;                                // what the chained tool is given
+  const NvtxExportTableCallbacks* callbacks;                                 // the instance's own
+  NvtxFunctionPointer* shadow[std::size(kHookedModules)][kShadowSlots + 1];  // per hooked module
 };
 Instance g_instances[kMaxChainedInstances];
 
@@ -113,11 +114,12 @@ int module_table(int index, NvtxCallbackModule module, NvtxFunctionTable* out_ta
   NvtxFunctionTable real = nullptr;
   unsigned int size = 0;
   if (!instance.callbacks->GetModuleFunctionTable(module, &real, &size)) return 0;
-  NvtxFunctionPointer** shadow = module == NVTX_CB_MODULE_CORE    ? instance.shadow_core
-                                 : module == NVTX_CB_MODULE_CORE2 ? instance.shadow_core2
-                                                                  : nullptr;
-  if (shadow && real) {
-    NvtxFunctionPointer* mirror = module == NVTX_CB_MODULE_CORE ? g_chained[index].core : g_chained[index].core2;
+  NvtxFunctionPointer** shadow = nullptr;
+  for (size_t m = 0; m < std::size(kHookedModules); ++m) {
+    if (kHookedModules[m] == module) shadow = instance.shadow[m];
+  }
+  NvtxFunctionPointer* mirror = chained_slots(index, module);
+  if (shadow && mirror && real) {
     if (size > kShadowSlots) size = kShadowSlots;
     for (unsigned slot = 0; slot < size; ++slot) {
       shadow[slot] = slot > 0 && handles_slot(module, slot) && real[slot] ? &mirror[slot] : real[slot];
@@ -183,14 +185,16 @@ void attach_chain(int index) {
   instance.wrapped_callbacks.GetModuleFunctionTable = kWrappers.module_table[index];
   if (!g_chain.init(kWrappers.export_table[index])) {
     // The tool declined this instance: forward nothing to it.
-    for (auto& slot : g_chained[index].core) __atomic_store_n(&slot, nullptr, __ATOMIC_RELEASE);
-    for (auto& slot : g_chained[index].core2) __atomic_store_n(&slot, nullptr, __ATOMIC_RELEASE);
+    for (NvtxCallbackModule module : kHookedModules) {
+      NvtxFunctionPointer* mirror = chained_slots(index, module);
+      for (unsigned slot = 0; slot < kShadowSlots; ++slot) __atomic_store_n(&mirror[slot], nullptr, __ATOMIC_RELEASE);
+    }
   }
 }
 
 bool install(int index, const NvtxExportTableCallbacks* callbacks) {
   bool any = false;
-  for (NvtxCallbackModule module : {NVTX_CB_MODULE_CORE, NVTX_CB_MODULE_CORE2}) {
+  for (NvtxCallbackModule module : kHookedModules) {
     NvtxFunctionTable table = nullptr;
     unsigned int size = 0;
     if (!callbacks->GetModuleFunctionTable(module, &table, &size) || !table) continue;

@@ -2,9 +2,11 @@
 // takes every CORE and CORE2 slot of each instance, hands out its own domain
 // and string handles and range ids, checks that every handle it is given is
 // one of its own, and at exit writes what it saw to $FAKE_NVTX_TOOL_LOG:
-//   inits N / instances N / errors N / checksum H / core.S N / core2.S N
-// The checksum is a sum of hashes of every message it saw (push, start, mark),
-// so two runs that saw the same calls write the same log.
+//   inits N / instances N / errors N / checksum H / core.S N / core2.S N /
+//   cuda.S N / cudart.S N
+// The checksum is a sum of hashes of every message it saw (push, start, mark;
+// for resource names, name and handle), so two runs that saw the same calls
+// write the same log.
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
@@ -26,6 +28,8 @@ std::atomic<int> g_inits{0};
 std::atomic<const void*> g_instances[64];
 std::atomic<uint64_t> g_core[kSlots];
 std::atomic<uint64_t> g_core2[kSlots];
+std::atomic<uint64_t> g_cuda[kSlots];
+std::atomic<uint64_t> g_cudart[kSlots];
 std::atomic<uint64_t> g_errors{0};
 std::atomic<uint64_t> g_checksum{0};
 
@@ -146,6 +150,18 @@ nvtxDomainHandle_t d_create_w(const wchar_t* n) { return ++g_core2[13], new_doma
 void d_destroy(nvtxDomainHandle_t d) { ++g_core2[14], check_domain(d); }
 void initialize(const void*) { ++g_core2[15]; }
 
+// ---- CUDA and CUDART resource naming: slot S names a handle ----
+uint64_t handle_bits(int device) { return static_cast<uint64_t>(static_cast<int64_t>(device)); }
+uint64_t handle_bits(const void* handle) { return reinterpret_cast<uintptr_t>(handle); }
+template <std::atomic<uint64_t>* Counts, unsigned Slot, typename Handle>
+void name_a(Handle h, const char* n) {
+  ++Counts[Slot], seen(hash_ascii(n) ^ handle_bits(h));
+}
+template <std::atomic<uint64_t>* Counts, unsigned Slot, typename Handle>
+void name_w(Handle h, const wchar_t* n) {
+  ++Counts[Slot], seen(hash_wide(n) ^ handle_bits(h));
+}
+
 template <typename Fn>
 void put(NvtxFunctionTable table, unsigned size, unsigned slot, Fn fn) {
   if (slot < size && table[slot])
@@ -168,6 +184,17 @@ bool attach(const NvtxExportTableCallbacks* cb) {
   put(t, n, 8, d_name_category_a), put(t, n, 9, d_name_category_w), put(t, n, 10, d_register_a);
   put(t, n, 11, d_register_w), put(t, n, 12, d_create_a), put(t, n, 13, d_create_w), put(t, n, 14, d_destroy);
   put(t, n, 15, initialize);
+  if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CUDA, &t, &n)) {
+    put(t, n, 1, name_a<g_cuda, 1, nvtx_CUdevice>), put(t, n, 2, name_w<g_cuda, 2, nvtx_CUdevice>);
+    put(t, n, 3, name_a<g_cuda, 3, nvtx_CUcontext>), put(t, n, 4, name_w<g_cuda, 4, nvtx_CUcontext>);
+    put(t, n, 5, name_a<g_cuda, 5, nvtx_CUstream>), put(t, n, 6, name_w<g_cuda, 6, nvtx_CUstream>);
+    put(t, n, 7, name_a<g_cuda, 7, nvtx_CUevent>), put(t, n, 8, name_w<g_cuda, 8, nvtx_CUevent>);
+  }
+  if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CUDART, &t, &n)) {
+    put(t, n, 1, name_a<g_cudart, 1, int>), put(t, n, 2, name_w<g_cudart, 2, int>);
+    put(t, n, 3, name_a<g_cudart, 3, nvtx_cudaStream_t>), put(t, n, 4, name_w<g_cudart, 4, nvtx_cudaStream_t>);
+    put(t, n, 5, name_a<g_cudart, 5, nvtx_cudaEvent_t>), put(t, n, 6, name_w<g_cudart, 6, nvtx_cudaEvent_t>);
+  }
   return true;
 }
 
@@ -182,6 +209,8 @@ __attribute__((destructor)) void write_log() {
           static_cast<unsigned long long>(g_errors.load()), static_cast<unsigned long long>(g_checksum.load()));
   for (int s = 1; s < kSlots; ++s) fprintf(f, "core.%d %llu\n", s, static_cast<unsigned long long>(g_core[s].load()));
   for (int s = 1; s < kSlots; ++s) fprintf(f, "core2.%d %llu\n", s, static_cast<unsigned long long>(g_core2[s].load()));
+  for (int s = 1; s <= 8; ++s) fprintf(f, "cuda.%d %llu\n", s, static_cast<unsigned long long>(g_cuda[s].load()));
+  for (int s = 1; s <= 6; ++s) fprintf(f, "cudart.%d %llu\n", s, static_cast<unsigned long long>(g_cudart[s].load()));
   fclose(f);
 }
 

@@ -1,4 +1,4 @@
-// Two shared objects, each compiled with its own copy of the nvtx3 headers, so
+// Shared objects, each compiled with its own copy of the nvtx3 headers, so
 // that a program linking both (and using NVTX itself) holds three NVTX
 // instances, as a PyTorch process does. Plain C entry points: the tests drive
 // each instance through them.
@@ -33,4 +33,16 @@ void domains_end(nvtxDomainHandle_t domain, nvtxRangeId_t id);
 void domains_mark(nvtxDomainHandle_t domain, const char* message);
 void domains_name_category(nvtxDomainHandle_t domain, uint32_t category, const char* name);
 void domains_destroy(nvtxDomainHandle_t domain);
+
+// libpsc_nvtx_cuda.so: naming CUDA resources (driver API "cu", runtime API
+// "cuda"); handles are passed as integers.
+void cuda_name_cu_device(int device, const char* name);
+void cuda_name_cu_context(uint64_t context, const char* name);
+void cuda_name_cu_context_wide(uint64_t context, const wchar_t* name);
+void cuda_name_cu_stream(uint64_t stream, const char* name);
+void cuda_name_cu_event_wide(uint64_t event, const wchar_t* name);
+void cuda_name_device(int device, const char* name);
+void cuda_name_stream(uint64_t stream, const char* name);
+void cuda_name_stream_wide(uint64_t stream, const wchar_t* name);
+void cuda_name_event(uint64_t event, const char* name);
 }

@@ -5,6 +5,8 @@
 //                                    prints "depths: ..." (push/pop return values)
 //   nvtx_program threads N ROUNDS    N threads nest ranges in two instances and start
 //                                    ranges that the next thread ends
+//   nvtx_program names               names CUDA devices, contexts, streams and events
+//                                    through a fourth instance (the test lists them)
 //   nvtx_program concurrent-init N   N threads make their first NVTX calls at the same
 //                                    moment into all three instances, then call
 //                                    InitializeInjectionNvtx2 again for the program's
@@ -72,6 +74,21 @@ int sequence() {
   domains_destroy(omega);
   printf("depths:%s\n", depths.c_str());
   if (loss == collective || loss == 0 || collective == 0) return 3;
+  return 0;
+}
+
+int names() {
+  cuda_name_stream(0x7000, "copy stream");
+  cuda_name_cu_stream(0x7100, "nccl \"ring\"");
+  cuda_name_cu_context(0x5000, "main context");
+  cuda_name_device(0, "gpu0");
+  cuda_name_cu_device(1, "gpu1");
+  cuda_name_stream_wide(0x7200, L"fl\u00fc\u00df");
+  cuda_name_cu_context_wide(0x5100, L"ctx \u03a9");
+  cuda_name_cu_event_wide(0x9000, L"ev");
+  cuda_name_event(0x9100, "done");
+  cuda_name_cu_stream(0xffff800012345678ull, "high");  // above INT64_MAX: written unsigned
+  nvtxMarkA("names.done");
   return 0;
 }
 
@@ -150,8 +167,9 @@ int concurrent_init(int count) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "sequence") == 0) return sequence();
+  if (argc >= 2 && strcmp(argv[1], "names") == 0) return names();
   if (argc >= 4 && strcmp(argv[1], "threads") == 0) return threads(atoi(argv[2]), atoi(argv[3]));
   if (argc >= 3 && strcmp(argv[1], "concurrent-init") == 0) return concurrent_init(atoi(argv[2]));
-  fprintf(stderr, "usage: nvtx_program sequence | threads N ROUNDS | concurrent-init N\n");
+  fprintf(stderr, "usage: nvtx_program sequence | names | threads N ROUNDS | concurrent-init N\n");
   return 2;
 }

@@ -314,6 +314,56 @@ TEST(NvtxInjection, ChainedToolGetsItsOwnRangeIdsAcrossThreadsAndOneInitPerInsta
   }
 }
 
+// What `nvtx_program names` does: the CUDA (driver) and CUDART (runtime)
+// resource-naming calls of a fourth instance, then a mark of the program's own.
+const std::vector<std::string> kNames = {
+    R"(mark nvtx.resource_name {"kind":"stream","api":"cudart","handle":28672,"name":"copy stream"})",
+    R"(mark nvtx.resource_name {"kind":"stream","api":"cuda","handle":28928,"name":"nccl \"ring\""})",
+    R"(mark nvtx.resource_name {"kind":"context","api":"cuda","handle":20480,"name":"main context"})",
+    R"(mark nvtx.resource_name {"kind":"device","api":"cudart","handle":0,"name":"gpu0"})",
+    R"(mark nvtx.resource_name {"kind":"device","api":"cuda","handle":1,"name":"gpu1"})",
+    "mark nvtx.resource_name {\"kind\":\"stream\",\"api\":\"cudart\",\"handle\":29184,\"name\":\"fl\u00fc\u00df\"}",
+    "mark nvtx.resource_name {\"kind\":\"context\",\"api\":\"cuda\",\"handle\":20736,\"name\":\"ctx \u03a9\"}",
+    R"(mark nvtx.resource_name {"kind":"event","api":"cuda","handle":36864,"name":"ev"})",
+    R"(mark nvtx.resource_name {"kind":"event","api":"cudart","handle":37120,"name":"done"})",
+    R"(mark nvtx.resource_name {"kind":"stream","api":"cuda","handle":18446603336526616184,"name":"high"})",
+    "mark names.done",
+};
+
+TEST(NvtxInjection, CudaResourceNamesBecomeMarksWithKindApiHandleAndName) {
+  Scratch s;
+  const std::string trace = s.path("t.pstrace");
+  Outcome r = record(s, trace, "names");
+  ASSERT_EQ(r.status, 0) << r.err;
+  LoadedTrace t = load_trace(trace);
+  expect_clean(t);
+  EXPECT_EQ(joined(render(t)), joined(kNames));
+}
+
+TEST(NvtxInjection, ChainedToolStillGetsEveryResourceNamingCall) {
+  Scratch s;
+  const std::string alone_log = s.path("alone.log"), chained_log = s.path("chained.log");
+  ASSERT_EQ(tool_alone(s, alone_log, "names").status, 0);
+  const auto expected = tool_log(alone_log);
+  ASSERT_EQ(expected.at("errors"), 0u);
+  // Slots the program calls: CUDA 1 (device A), 3 and 4 (context A/W), 5 (stream A, twice), 8 (event W);
+  // CUDART 1 (device A), 3 and 4 (stream A/W), 5 (event A).
+  const std::map<std::string, uint64_t> calls = {{"cuda.1", 1},   {"cuda.2", 0},   {"cuda.3", 1},   {"cuda.4", 1},
+                                                 {"cuda.5", 2},   {"cuda.6", 0},   {"cuda.7", 0},   {"cuda.8", 1},
+                                                 {"cudart.1", 1}, {"cudart.2", 0}, {"cudart.3", 1}, {"cudart.4", 1},
+                                                 {"cudart.5", 1}, {"cudart.6", 0}};
+  for (const auto& [slot, count] : calls) EXPECT_EQ(expected.at(slot), count) << slot << " (tool alone)";
+
+  const std::string trace = s.path("t.pstrace");
+  Outcome r = record(s, trace, "names", "FAKE_NVTX_TOOL_LOG=" + chained_log + " NVTX_INJECTION64_PATH=" + fake_tool());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("chained to"), std::string::npos) << r.err;
+  const auto seen = tool_log(chained_log);
+  EXPECT_EQ(seen, expected) << "same counts per slot, same names and handles (checksum) with peakscope in front";
+  EXPECT_EQ(seen.at("inits"), 2u) << "the program's instance and libpsc_nvtx_cuda's";
+  EXPECT_EQ(joined(render(load_trace(trace))), joined(kNames)) << "the recorder sees them all too";
+}
+
 TEST(NvtxInjection, RecordDoesNotChainToItself) {
   Scratch s;
   const std::string trace = s.path("t.pstrace");
