@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "traces/device_address.h"
@@ -18,6 +20,7 @@ constexpr std::string_view kFirstKernel = "cupti.first_kernel";
 constexpr std::string_view kModule = "cupti.module";
 constexpr std::string_view kContext = "cupti.context";
 constexpr std::string_view kStream = "cupti.stream";
+constexpr std::string_view kResourceName = "nvtx.resource_name";
 constexpr std::string_view kUnavailable = "cupti.unavailable";
 
 // Devices are small ordinals; a hostile number must not size a table.
@@ -135,6 +138,11 @@ struct DeviceTruthPass::State {
   uint64_t modules_loaded = 0, modules_unloaded = 0, module_bytes = 0, contexts = 0, streams = 0;
   std::map<uint32_t, PoolCounter> pools;
   std::vector<std::string> unavailable;
+  std::map<std::pair<uint64_t, uint64_t>, size_t> stream_index;  // (context id, stream id) → cupti_streams
+  std::vector<CuptiStream> cupti_streams;
+  std::map<std::tuple<std::string, std::string, uint64_t>, size_t> named_index;  // (kind, api, handle)
+  std::vector<NamedResource> named;
+  std::map<uint64_t, std::string> stream_names;  // handle → last name, either API
   bool cupti_marks = false;
   std::vector<std::string> strings;  // the final string table, kept at the end
 
@@ -207,8 +215,44 @@ struct DeviceTruthPass::State {
     }
   }
 
+  void stream(const nlohmann::json& payload) {
+    ++streams;
+    const std::pair<uint64_t, uint64_t> key{unsigned_field(payload, "context_id"),
+                                            unsigned_field(payload, "stream_id")};
+    auto [it, fresh] = stream_index.emplace(key, cupti_streams.size());
+    if (fresh) {
+      CuptiStream s;
+      s.handle = unsigned_field(payload, "stream");
+      s.context_id = key.first;
+      s.stream_id = key.second;
+      const auto device = payload.find("device");
+      if (device != payload.end() && device->is_number_integer()) s.device = device->get<int64_t>();
+      cupti_streams.push_back(s);
+    }
+    if (string_field(payload, "event") == "destroy") cupti_streams[it->second].destroyed = true;
+  }
+
+  void resource_name(const nlohmann::json& payload) {
+    const std::string kind = string_field(payload, "kind"), api = string_field(payload, "api");
+    const auto handle = payload.find("handle");
+    if (kind.empty() || handle == payload.end() || !handle->is_number_integer()) return;
+    // A device ordinal may be negative: keep its bits.
+    const uint64_t value =
+        handle->is_number_unsigned() ? handle->get<uint64_t>() : static_cast<uint64_t>(handle->get<int64_t>());
+    auto [it, fresh] = named_index.emplace(std::make_tuple(kind, api, value), named.size());
+    if (fresh) named.push_back(NamedResource{kind, api, value, {}, 0, false});
+    NamedResource& r = named[it->second];
+    r.name = string_field(payload, "name");
+    ++r.times_named;
+    if (kind == "stream") stream_names[value] = r.name;
+  }
+
   void mark(const Event& e, const TraceMeta& meta) {
     const std::string_view name = meta.string(e.name);
+    if (name == kResourceName) {
+      resource_name(parse_object(meta.string(e.payload)));
+      return;
+    }
     if (name.substr(0, 6) != "cupti.") return;
     cupti_marks = true;
     const nlohmann::json payload = parse_object(meta.string(e.payload));
@@ -225,7 +269,7 @@ struct DeviceTruthPass::State {
     } else if (name == kContext) {
       ++contexts;
     } else if (name == kStream) {
-      ++streams;
+      stream(payload);
     } else if (name == kUnavailable) {
       const std::string reason = string_field(payload, "reason");
       const std::string tool = string_field(payload, "tool");
@@ -266,12 +310,29 @@ std::string name_of(const std::vector<std::string>& strings, StringId id) {
   return id.value < strings.size() ? strings[id.value] : std::string();
 }
 
+// Each CUPTI stream gets the last name NVTX gave its handle (a CUstream and a
+// cudaStream_t of the same value are the same stream: either API's name).
+void name_streams(const std::vector<CuptiStream>& streams, const std::map<uint64_t, std::string>& stream_names,
+                  const std::vector<NamedResource>& named, DeviceTruth* t) {
+  std::set<uint64_t> reported;
+  for (CuptiStream s : streams) {
+    if (auto it = stream_names.find(s.handle); it != stream_names.end()) s.name = it->second;
+    reported.insert(s.handle);
+    t->cupti_streams.push_back(s);
+  }
+  for (NamedResource r : named) {
+    r.cupti_stream = r.kind == "stream" && reported.count(r.handle) > 0;
+    t->named_resources.push_back(r);
+  }
+}
+
 }  // namespace
 
 DeviceTruth DeviceTruthPass::result(const std::vector<WaveSpan>& spans) const {
   const State& s = *state_;
   DeviceTruth t;
-  t.present = s.samples_seen > 0 || !s.cupti_by_source.empty() || s.cupti_marks || !s.totals.empty();
+  t.present =
+      s.samples_seen > 0 || !s.cupti_by_source.empty() || s.cupti_marks || !s.totals.empty() || !s.named.empty();
   t.accounted_level =
       s.hooked_allocs[static_cast<int>(MemoryLevel::kReserved)] > 0 ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
   t.samples = s.samples_seen;
@@ -398,6 +459,7 @@ DeviceTruth DeviceTruthPass::result(const std::vector<WaveSpan>& spans) const {
   t.module_bytes_loaded = s.module_bytes;
   t.contexts = s.contexts;
   t.streams = s.streams;
+  name_streams(s.cupti_streams, s.stream_names, s.named, &t);
   for (const auto& [id, p] : s.pools) t.pools.push_back(p);
   t.unavailable = s.unavailable;
   return t;

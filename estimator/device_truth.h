@@ -9,7 +9,11 @@
 //     by time, with their source library in Event::name;
 //   - marks: `cupti.first_kernel` (the first execution of each kernel
 //     function, placed at the kernel's start), `cupti.module`,
-//     `cupti.context`, `cupti.stream`, `cupti.unavailable`.
+//     `cupti.context`, `cupti.stream`, `cupti.unavailable`;
+//   - `nvtx.resource_name` marks: names given to CUDA devices, contexts,
+//     streams and events through NVTX (nvtxNameCudaStreamA ...), matched to
+//     CUPTI's streams by handle (CUPTI's context marks carry no handle, so
+//     contexts are listed by the handle NVTX was given only).
 //
 // At each sample: accounted = bytes live on that device in the hooked
 // allocations of the outermost level the trace has (reserved when it has
@@ -136,8 +140,30 @@ struct ColdWarmDelta {
   uint64_t warm_first_kernels = 0;
 };
 
+// A stream CUPTI reported (cupti.stream), with the name NVTX gave its handle.
+struct CuptiStream {
+  uint64_t handle = 0;  // the CUstream / cudaStream_t value
+  uint64_t stream_id = 0;
+  uint64_t context_id = 0;
+  int64_t device = -1;
+  bool destroyed = false;
+  std::string name;  // the last name NVTX gave the handle; "" when none
+};
+
+// A name given through NVTX's CUDA (driver) or CUDART (runtime) naming calls.
+struct NamedResource {
+  std::string kind;     // "device", "context", "stream", "event"
+  std::string api;      // "cuda" (nvtxNameCu*) or "cudart" (nvtxNameCuda*)
+  uint64_t handle = 0;  // the handle's value; a device's ordinal (as int64_t)
+  std::string name;     // the last name given (later names replace earlier ones)
+  uint64_t times_named = 0;
+  bool cupti_stream = false;  // a stream whose handle CUPTI reported
+  int64_t device_ordinal() const { return static_cast<int64_t>(handle); }
+};
+
 struct DeviceTruth {
-  bool present = false;  // the trace has device samples, CUPTI events or CUPTI notices
+  // The trace has device samples, CUPTI events or notices, or NVTX resource names.
+  bool present = false;
   MemoryLevel accounted_level = MemoryLevel::kAllocated;
   PlacementCounts placement;  // how CUPTI's allocations were placed and deduplicated
   std::vector<DeviceInfo> devices;
@@ -153,6 +179,8 @@ struct DeviceTruth {
   uint64_t module_bytes_loaded = 0;
   uint64_t contexts = 0;
   uint64_t streams = 0;
+  std::vector<CuptiStream> cupti_streams;      // in order of first report
+  std::vector<NamedResource> named_resources;  // in order of first naming
   std::vector<PoolCounter> pools;
   std::vector<std::string> unavailable;  // "reason (tool)" of each cupti.unavailable mark
   std::vector<ColdWarmDelta> cold_warm;  // each cold wave with its warm twin

@@ -11,7 +11,61 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr size_t kKernelsShown = 6;  // per range in the text form
+constexpr size_t kKernelsShown = 6;     // per range in the text form
+constexpr size_t kResourcesShown = 32;  // streams and named resources in the text form
+
+// A device is named by its ordinal; other resources by their handle's value.
+std::string handle_text(const NamedResource& r) {
+  return r.kind == "device" ? fmt::format("{}", r.device_ordinal()) : fmt::format("{:#x}", r.handle);
+}
+json handle_json(const NamedResource& r) { return r.kind == "device" ? json(r.device_ordinal()) : json(r.handle); }
+
+json streams_to_json(const std::vector<CuptiStream>& streams) {
+  json out = json::array();
+  for (const CuptiStream& s : streams)
+    out.push_back({{"stream", s.handle},
+                   {"stream_id", s.stream_id},
+                   {"context_id", s.context_id},
+                   {"device", s.device},
+                   {"destroyed", s.destroyed},
+                   {"name", s.name.empty() ? json(nullptr) : json(s.name)}});
+  return out;
+}
+
+json named_resources_to_json(const std::vector<NamedResource>& named) {
+  json out = json::array();
+  for (const NamedResource& r : named)
+    out.push_back({{"kind", r.kind},
+                   {"api", r.api},
+                   {"handle", handle_json(r)},
+                   {"name", r.name},
+                   {"times_named", r.times_named},
+                   {"cupti_stream", r.cupti_stream}});
+  return out;
+}
+
+void render_resources(const DeviceTruth& d, std::string& out) {
+  if (!d.cupti_streams.empty()) {
+    out += "\nstreams (CUPTI; name = the last NVTX name of the handle)\n";
+    for (size_t i = 0; i < d.cupti_streams.size() && i < kResourcesShown; ++i) {
+      const CuptiStream& s = d.cupti_streams[i];
+      out += fmt::format("  stream {:#x}  id {}  context {}  device {}{}  {}\n", s.handle, s.stream_id, s.context_id,
+                         s.device, s.destroyed ? "  destroyed" : "", s.name.empty() ? "(unnamed)" : s.name);
+    }
+    if (d.cupti_streams.size() > kResourcesShown)
+      out += fmt::format("  ... {} more\n", d.cupti_streams.size() - kResourcesShown);
+  }
+  if (!d.named_resources.empty()) {
+    out += "\nnamed resources (NVTX; api cuda = nvtxNameCu*, cudart = nvtxNameCuda*)\n";
+    for (size_t i = 0; i < d.named_resources.size() && i < kResourcesShown; ++i) {
+      const NamedResource& r = d.named_resources[i];
+      out += fmt::format("  {:<8} {:<7} {:<18} {}{}\n", r.kind, r.api, handle_text(r), r.name,
+                         r.cupti_stream ? "  (CUPTI stream)" : "");
+    }
+    if (d.named_resources.size() > kResourcesShown)
+      out += fmt::format("  ... {} more\n", d.named_resources.size() - kResourcesShown);
+  }
+}
 
 json sample_to_json(const std::optional<DeviceSample>& s) {
   if (!s) return json(nullptr);
@@ -273,12 +327,15 @@ json device_truth_to_json(const Analysis& a) {
           {"waves", waves},
           {"first_kernels", first_kernels_to_json(d.first_kernels)},
           {"pools", pools},
+          {"cupti_streams", streams_to_json(d.cupti_streams)},
+          {"named_resources", named_resources_to_json(d.named_resources)},
           {"cold_minus_warm", cold_warm}};
 }
 
 void render_device_truth_text(const Analysis& a, std::string& out) {
   if (!a.device.present) return;
   render_overview(a, out);
+  render_resources(a.device, out);
   render_waves(a, out);
   render_cold_warm(a, out);
 }

@@ -445,6 +445,96 @@ TEST(DeviceTruth, TraceWithoutDeviceDataHasNoDeviceSection) {
   EXPECT_EQ(render_analysis_text(a).find("\ndevice"), std::string::npos);
 }
 
+// ---- resource names (NVTX) ---------------------------------------------------------------
+
+// Marks as the recorder writes them: CUPTI's resource callbacks in true order,
+// NVTX's naming calls (nvtxNameCuStreamA, nvtxNameCudaStreamA ...).
+void resource_name(SyntheticTrace& t, const char* kind, const char* api, const char* handle, const char* name) {
+  t.mark(kMain, "nvtx.resource_name",
+         std::string(R"({"kind":")") + kind + R"(","api":")" + api + R"(","handle":)" + handle + R"(,"name":")" + name +
+             R"("})");
+}
+
+TEST(DeviceTruth, CuptiStreamsAreListedWithTheNameNvtxGaveTheirHandle) {
+  TempTrace trace("stream_names");
+  {
+    SyntheticTrace t(trace.path);
+    t.mark(kMain, "cupti.context", R"({"event":"create","device":0,"context_id":1})");
+    t.mark(kMain, "cupti.stream", R"({"event":"create","device":0,"context_id":1,"stream_id":13,"stream":28672})");
+    t.mark(kMain, "cupti.stream", R"({"event":"create","device":0,"context_id":1,"stream_id":14,"stream":28928})");
+    resource_name(t, "stream", "cuda", "28672", "first name");
+    resource_name(t, "stream", "cudart", "28672", "copy stream");  // the same stream: the last name wins
+    resource_name(t, "context", "cuda", "20480", "main context");
+    resource_name(t, "device", "cudart", "1", "gpu1");
+    t.alloc(kMain, 0x1, 100);
+    t.mark(kMain, "cupti.stream", R"({"event":"destroy","device":0,"context_id":1,"stream_id":14,"stream":28928})");
+    t.close();
+  }
+  const Analysis a = analyze_trace(trace.path);
+  ASSERT_TRUE(a.device.present);
+  EXPECT_EQ(a.device.streams, 3u) << "resource marks, as before";
+  ASSERT_EQ(a.device.cupti_streams.size(), 2u);
+  EXPECT_EQ(a.device.cupti_streams[0].handle, 0x7000u);
+  EXPECT_EQ(a.device.cupti_streams[0].stream_id, 13u);
+  EXPECT_EQ(a.device.cupti_streams[0].name, "copy stream");
+  EXPECT_FALSE(a.device.cupti_streams[0].destroyed);
+  EXPECT_EQ(a.device.cupti_streams[1].name, "");
+  EXPECT_TRUE(a.device.cupti_streams[1].destroyed);
+  ASSERT_EQ(a.device.named_resources.size(), 4u) << "one per (kind, api, handle)";
+  EXPECT_TRUE(a.device.named_resources[0].cupti_stream);
+  EXPECT_EQ(a.device.named_resources[0].name, "first name") << "the driver API's own last name";
+  EXPECT_EQ(a.device.named_resources[2].kind, "context");
+  EXPECT_FALSE(a.device.named_resources[2].cupti_stream);
+
+  const auto json = analysis_to_json(a)["device"];
+  EXPECT_EQ(json["cupti_streams"][0]["stream"], 28672u);
+  EXPECT_EQ(json["cupti_streams"][0]["stream_id"], 13u);
+  EXPECT_EQ(json["cupti_streams"][0]["context_id"], 1u);
+  EXPECT_EQ(json["cupti_streams"][0]["name"], "copy stream");
+  EXPECT_TRUE(json["cupti_streams"][1]["name"].is_null());
+  EXPECT_EQ(json["cupti_streams"][1]["destroyed"], true);
+  EXPECT_EQ(json["named_resources"][1]["api"], "cudart");
+  EXPECT_EQ(json["named_resources"][1]["handle"], 28672u);
+  EXPECT_EQ(json["named_resources"][1]["cupti_stream"], true);
+  EXPECT_EQ(json["named_resources"][2]["name"], "main context");
+  EXPECT_EQ(json["named_resources"][2]["handle"], 20480u);
+  EXPECT_EQ(json["named_resources"][3]["handle"], 1);
+
+  const std::string text = render_analysis_text(a);
+  EXPECT_NE(text.find("stream 0x7000  id 13  context 1  device 0  copy stream\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("stream 0x7100  id 14  context 1  device 0  destroyed  (unnamed)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("context  cuda    0x5000             main context\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("device   cudart  1                  gpu1\n"), std::string::npos) << text;
+}
+
+TEST(DeviceTruth, ResourceNamesAloneShowTheDeviceSection) {
+  TempTrace trace("names_only");
+  {
+    SyntheticTrace t(trace.path);
+    resource_name(t, "stream", "cudart", "18446603336526616184", "high \\\"q\\\"");
+    resource_name(t, "device", "cuda", "-1", "none");
+    t.alloc(kMain, 0x1, 100);
+    t.close();
+  }
+  const Analysis a = analyze_trace(trace.path);
+  ASSERT_TRUE(a.device.present) << "named resources are device information";
+  EXPECT_TRUE(a.device.cupti_streams.empty());
+  ASSERT_EQ(a.device.named_resources.size(), 2u);
+  EXPECT_EQ(a.device.named_resources[0].handle, 0xffff800012345678u);
+  EXPECT_EQ(a.device.named_resources[0].name, "high \"q\"");
+  EXPECT_FALSE(a.device.named_resources[0].cupti_stream);
+  EXPECT_EQ(a.device.named_resources[1].device_ordinal(), -1);
+  const auto json = analysis_to_json(a)["device"];
+  EXPECT_EQ(json["named_resources"][0]["handle"], 0xffff800012345678u);
+  EXPECT_EQ(json["named_resources"][1]["handle"], -1);
+  EXPECT_EQ(json["cupti_streams"].size(), 0u);
+  const std::string text = render_analysis_text(a);
+  EXPECT_NE(text.find("named resources (NVTX"), std::string::npos) << text;
+  EXPECT_NE(text.find("stream   cudart  0xffff800012345678 high \"q\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("device   cuda    -1                 none\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("streams (CUPTI"), std::string::npos) << text;
+}
+
 // ---- exporters ------------------------------------------------------------------------
 
 TEST(DeviceTruth, ExportsCountCuptiOnlyOnceAndDuplicatesNever) {
