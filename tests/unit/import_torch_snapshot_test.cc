@@ -109,7 +109,7 @@ TEST(PickleReader, RefusesCodeAndDamageWithTheOffset) {
 
 TEST(PickleReader, SignExtendsLong1AndKeepsTheLastOfEqualKeys) {
   const Document doc =
-      pickle::parse(std::string("\x80\x04}(\x8c\x01k\x8a\x02\x00\x80\x8c\x01kJ\xff\xff\xff\xffu.", 23));
+      pickle::parse(std::string("\x80\x04}(\x8c\x01k\x8a\x02\x00\x80\x8c\x01kJ\xff\xff\xff\xffu.", 21));
   const Value* k = doc.find(doc.at(doc.root()), "k");
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(k->integer, -1);
