@@ -40,29 +40,31 @@ void AttributionPass::on_events(const Event* events, size_t count, const TraceMe
   }
 }
 
-bool AttributionPass::outlives_next_wave(const Lifetime& l) const {
+namespace {
+
+bool outlives_next_wave(const Lifetime& l, const std::vector<WaveSpan>& waves) {
   if (l.alloc.wave >= 0) return false;
   if (l.end.kind == EndKind::kStillLive) return true;
-  const std::vector<WaveSpan>& waves = *in_.waves;
   auto next = std::upper_bound(waves.begin(), waves.end(), l.alloc.ordinal,
                                [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
   return next != waves.end() && next->ended && l.end.ordinal > next->end_ordinal;
 }
 
-AllocationFacts AttributionPass::facts_of(const Lifetime& l) {
+}  // namespace
+
+AllocationFacts allocation_facts(const Lifetime& l, const std::vector<WaveSpan>& waves, RangeTable& ranges,
+                                 const TraceMeta& meta) {
   AllocationFacts f;
-  f.made_in = ranges_.lookup(l.alloc.range, *meta_);
+  f.made_in = ranges.lookup(l.alloc.range, meta);
   f.end = l.end.kind;
   if (l.end.kind != EndKind::kStillLive) {
-    f.ended_in = ranges_.lookup(l.end.range, *meta_);
+    f.ended_in = ranges.lookup(l.end.range, meta);
     f.ended_in_wave = l.end.wave;
   }
   f.made_in_wave = l.alloc.wave;
-  f.outlives_next_wave = outlives_next_wave(l);
-  if (l.alloc.wave >= 0) {
-    const WavePayload& payload = (*in_.waves)[static_cast<size_t>(l.alloc.wave)].payload;
-    f.made_in_cold_wave = payload.cold.value_or(false);
-  }
+  f.outlives_next_wave = outlives_next_wave(l, waves);
+  if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < waves.size())
+    f.made_in_cold_wave = waves[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
   f.bytes = l.alloc.bytes;
   f.alloc_seq = l.alloc.seq;
   f.thread = l.alloc.thread;
@@ -81,7 +83,7 @@ void AttributionPass::on_lifetime(const Lifetime& l) {
   // Most lifetimes cover no snapshot: find that out before classifying.
   auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
   if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
-  const Attribution a = in_.classifier->classify(facts_of(l));
+  const Attribution a = in_.classifier->classify(allocation_facts(l, *in_.waves, ranges_, *meta_));
   const GroupKey key{l.alloc.range.value, a.layer, a.category, source};
   for (auto it = lo; it != sorted_ordinals_.end() && *it < l.end.ordinal; ++it) {
     GroupTotal& total = groups_[sorted_snapshot_[static_cast<size_t>(it - sorted_ordinals_.begin())]][key];

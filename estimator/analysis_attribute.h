@@ -33,6 +33,14 @@ struct AttributionInputs {
   size_t timeline_points = 0;
 };
 
+// The classifier's view of one lifetime (estimator/attribution.h): the ranges
+// and waves it was made and ended in, its size, and whether an allocation made
+// outside every wave outlives the next wave to begin. `waves` in trace order.
+// Every pass that classifies allocations (attribution, liveness, exports)
+// builds its facts here.
+AllocationFacts allocation_facts(const Lifetime& lifetime, const std::vector<WaveSpan>& waves, RangeTable& ranges,
+                                 const TraceMeta& meta);
+
 class AttributionPass : public TraceVisitor, private LifetimeSink {
  public:
   explicit AttributionPass(const AttributionInputs& inputs);
@@ -66,8 +74,6 @@ class AttributionPass : public TraceVisitor, private LifetimeSink {
   using Groups = std::unordered_map<GroupKey, GroupTotal, GroupKeyHash>;
 
   void on_lifetime(const Lifetime& lifetime) override;
-  bool outlives_next_wave(const Lifetime& lifetime) const;
-  AllocationFacts facts_of(const Lifetime& lifetime);
   LiveBreakdown breakdown(const Groups& groups, const TraceMeta& meta) const;
 
   AttributionInputs in_;

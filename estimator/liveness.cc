@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "estimator/analysis_attribute.h"
 #include "estimator/analysis_scope.h"
 #include "estimator/lifetimes.h"
 #include "traces/deferred.h"
@@ -76,33 +77,6 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
   const std::vector<uint64_t>& backward_start() const { return backward_start_; }
 
  private:
-  bool outlives_next_wave(const Lifetime& l) const {
-    if (l.alloc.wave >= 0) return false;
-    if (l.end.kind == EndKind::kStillLive) return true;
-    auto next = std::upper_bound(waves_.begin(), waves_.end(), l.alloc.ordinal,
-                                 [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
-    return next != waves_.end() && next->ended && l.end.ordinal > next->end_ordinal;
-  }
-
-  AllocationFacts facts_of(const Lifetime& l) {
-    AllocationFacts f;
-    f.made_in = ranges_.lookup(l.alloc.range, *meta_);
-    f.end = l.end.kind;
-    if (l.end.kind != EndKind::kStillLive) {
-      f.ended_in = ranges_.lookup(l.end.range, *meta_);
-      f.ended_in_wave = l.end.wave;
-    }
-    f.made_in_wave = l.alloc.wave;
-    f.outlives_next_wave = outlives_next_wave(l);
-    if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < waves_.size())
-      f.made_in_cold_wave = waves_[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
-    f.bytes = l.alloc.bytes;
-    f.alloc_seq = l.alloc.seq;
-    f.thread = l.alloc.thread;
-    f.memory = l.alloc.memory;
-    return f;
-  }
-
   void note_gradient(const Lifetime& l, int32_t layer) {
     if (layer < 0 || layer > kMaxLayer) return;
     for (const WaveSpan& w : waves_) {
@@ -117,7 +91,7 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
   }
 
   void on_lifetime(const Lifetime& l) override {
-    const AllocationFacts facts = facts_of(l);
+    const AllocationFacts facts = allocation_facts(l, waves_, ranges_, *meta_);
     const Attribution a = classifier_.classify(facts);
     ++category_allocations[static_cast<size_t>(a.category)];
     category_bytes[static_cast<size_t>(a.category)] += l.alloc.bytes;

@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "estimator/analysis_attribute.h"
+
 namespace psc {
 
 // ---- CategoryLog ----------------------------------------------------------------
@@ -91,8 +93,8 @@ Category CategoryLog::Reader::next() {
 
 namespace {
 
-// Classifies lifetimes exactly as the analysis' attribution pass does
-// (estimator/analysis_attribute.cc, facts_of and outlives_next_wave): the
+// Classifies lifetimes exactly as the analysis' attribution pass does (the
+// same allocation_facts, estimator/analysis_attribute.h): the
 // exporters' category counters must add up to what `report` says is live at
 // each peak, and a unit test holds them to it.
 class CategoryPass : public TraceVisitor, private LifetimeSink {
@@ -192,36 +194,9 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
     for (auto& d : diff_) d.push_back(0);
   }
 
-  bool outlives_next_wave(const Lifetime& l) const {
-    if (l.alloc.wave >= 0) return false;
-    if (l.end.kind == EndKind::kStillLive) return true;
-    const std::vector<WaveSpan>& waves = model_->waves;
-    auto next = std::upper_bound(waves.begin(), waves.end(), l.alloc.ordinal,
-                                 [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
-    return next != waves.end() && next->ended && l.end.ordinal > next->end_ordinal;
-  }
-
-  AllocationFacts facts_of(const Lifetime& l) {
-    AllocationFacts f;
-    f.made_in = ranges_.lookup(l.alloc.range, *meta_);
-    f.end = l.end.kind;
-    if (l.end.kind != EndKind::kStillLive) {
-      f.ended_in = ranges_.lookup(l.end.range, *meta_);
-      f.ended_in_wave = l.end.wave;
-    }
-    f.made_in_wave = l.alloc.wave;
-    f.outlives_next_wave = outlives_next_wave(l);
-    if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < model_->waves.size())
-      f.made_in_cold_wave = model_->waves[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
-    f.bytes = l.alloc.bytes;
-    f.alloc_seq = l.alloc.seq;
-    f.thread = l.alloc.thread;
-    f.memory = l.alloc.memory;
-    return f;
-  }
-
   void on_lifetime(const Lifetime& l) override {
-    const Category category = default_classifier().classify(facts_of(l)).category;
+    const Category category =
+        default_classifier().classify(allocation_facts(l, model_->waves, ranges_, *meta_)).category;
     auto it = index_of_.find(l.alloc.ordinal);
     if (it != index_of_.end()) {
       log_->set(it->second, category);
