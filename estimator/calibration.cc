@@ -169,14 +169,15 @@ static void fit_workspace_after_gradient(const Samples& after, Calibration* c) {
   scaled.intercept = c->workspace.intercept * ratio;
   scaled.per_token = c->workspace.per_token * ratio;
   scaled.points = after.tokens.size();
+  // Never below a measured point (the ratio is capped at 1, and a line at or
+  // below 0 gives none): raise the line by the largest shortfall.
+  double shortfall = 0;
+  for (size_t i = 0; i < after.tokens.size(); ++i)
+    shortfall = std::max(shortfall, static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i]));
+  scaled.intercept += shortfall;
   for (size_t i = 0; i < after.tokens.size(); ++i)
     scaled.max_abs_residual =
         std::max(scaled.max_abs_residual, std::abs(static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i])));
-  // Never below a measured point: round the line's value up where it falls short.
-  for (size_t i = 0; i < after.tokens.size(); ++i) {
-    const double shortfall = static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i]);
-    if (shortfall > 0) scaled.intercept += shortfall;
-  }
   c->workspace_after_gradient = scaled;
   c->workspace_after_gradient_method = "scaled workspace";
 }
