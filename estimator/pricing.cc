@@ -35,7 +35,7 @@ GroupExcess group_excess(const Group& group, Bytes overlap, bool floor_at_net) {
   auto credit_at = [&](size_t layer) { return credit ? std::min(pending[layer], overlap) : Bytes{0}; };
   Bytes excess = outside + pending[layers - 1];
   Bytes pending_total = excess;
-  result.extra = std::max(outside, excess - credit_at(layers - 1));
+  result.extra = excess - credit_at(layers - 1);  // >= p[L]: the credit is at most p[L-1]
   result.peak_layer = static_cast<int>(layers - 1);
   for (size_t layer = layers - 1; layer-- > 0;) {
     excess += pending[layer] - boundary[layer + 1];
