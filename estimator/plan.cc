@@ -53,6 +53,7 @@ struct ParsedGroup {
   std::vector<Bytes> boundary;  // absolute, or per token in admission plans
   std::vector<Bytes> pending;
   Bytes outside = 0;
+  std::optional<Moments> moments;
 };
 
 // Walks one plan document. Carries what validation needs across fields: the
@@ -139,7 +140,8 @@ class PlanReader {
       fail(member(path, wrong_key), per_token ? "an admission plan gives boundary_bytes_per_token"
                                               : "per-token sizes belong to admission plans (price --budget)");
     }
-    only_fields(value, path, {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters"});
+    only_fields(value, path,
+                {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters", "moments"});
 
     ParsedGroup group;
     const Json& slot = required(value, path, "slot");
@@ -150,6 +152,10 @@ class PlanReader {
     }
     group.boundary = byte_array(required(value, path, boundary_key), member(path, boundary_key), scale);
     pending_gradients(value, path, group);
+    if (value.contains("moments")) {
+      if (per_token) fail(member(path, "moments"), "admission plans have no moments (price --calibration prices them)");
+      group.moments = moments(value["moments"], member(path, "moments"));
+    }
     if (!group.slot) {
       const bool trains =
           group.outside > 0 || std::any_of(group.pending.begin(), group.pending.end(), [](Bytes b) { return b > 0; });
@@ -198,6 +204,7 @@ class PlanReader {
       group.boundary_bytes = std::move(parsed.boundary);
       group.pending_gradient_bytes = std::move(parsed.pending);
       group.outside_gradient_bytes = parsed.outside;
+      group.moments = std::move(parsed.moments);
     }
     return forward;
   }
@@ -229,6 +236,15 @@ class PlanReader {
           child, path,
           {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes", "groups"});
       out.push_back(forward(child, path));
+      for (size_t g = 0; g < out.back().groups.size(); ++g) {
+        // Children of one slot set share their gradient tensors: a later
+        // child's moments sit on an earlier child's gradients, which the
+        // per-child charge cannot see. A split with moments is priced as one
+        // forward whose groups are its children.
+        if (out.back().groups[g].moments)
+          fail(member(item(member(path, "groups"), g), "moments"),
+               "a split wave's children take no moments: give one forward whose groups are the children");
+      }
     }
     return out;
   }
@@ -268,6 +284,18 @@ class PlanReader {
     } else {
       group.pending.assign(group.boundary.size(), 0);  // slot null: trains nothing
     }
+  }
+
+  Moments moments(const Json& value, const std::string& path) {
+    expect_object(value, path);
+    only_fields(value, path, {"head_bytes", "before_gradient_bytes", "after_gradient_bytes"});
+    Moments out;
+    out.head_bytes = bytes(required(value, path, "head_bytes"), member(path, "head_bytes"));
+    out.before_gradient_bytes = byte_array(required(value, path, "before_gradient_bytes"),
+                                           member(path, "before_gradient_bytes"));
+    out.after_gradient_bytes =
+        byte_array(required(value, path, "after_gradient_bytes"), member(path, "after_gradient_bytes"));
+    return out;
   }
 
   std::vector<Parameter> parameters(const Json& list, const std::string& path) {

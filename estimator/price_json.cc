@@ -13,6 +13,9 @@ Json price_to_json(const Price& price) {
   components["input_gradient"] = c.input_gradient;
   components["adapter_gradient"] = c.adapter_gradient;
   components["adapter_gradient_slots"] = c.adapter_gradient_slots;
+  // Only plans whose groups carry moments have this component: reports of
+  // other plans read as they did.
+  if (c.moment != 0 || price.peak.moment != Moment::kNone) components["moment"] = c.moment;
   components["transient"] = c.transient;
 
   Json out = Json::object();
@@ -21,6 +24,11 @@ Json price_to_json(const Price& price) {
   out["components"] = std::move(components);
   out["peak_group"] = price.peak_group ? Json(*price.peak_group) : Json(nullptr);
   out["peak_layer"] = price.peak.layer >= 0 ? Json(price.peak.layer) : Json(nullptr);
+  // Only plans whose groups carry moments name one: other reports read as before.
+  if (price.peak.moment != Moment::kNone) {
+    out["peak_moment"] = moment_name(price.peak.moment);
+    out["peak_moment_bytes"] = price.peak.moment_bytes;
+  }
   return out;
 }
 

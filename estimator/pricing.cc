@@ -11,7 +11,20 @@
 
 namespace psc::pricing {
 
-GroupExcess group_excess(const Group& group, Bytes overlap, bool floor_at_net) {
+const char* moment_name(Moment moment) {
+  switch (moment) {
+    case Moment::kHead: return "head";
+    case Moment::kBeforeGradient: return "before_gradient";
+    case Moment::kAfterGradient: return "after_gradient";
+    case Moment::kNone: break;
+  }
+  return "none";
+}
+
+namespace {
+
+// The design's excess of one group, with the forward's overlap credit.
+GroupExcess design_excess(const Group& group, Bytes overlap, bool floor_at_net) {
   const Bytes* boundary = group.boundary_bytes.data();
   const Bytes* pending = group.pending_gradient_bytes.data();
   const Bytes outside = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
@@ -60,6 +73,54 @@ GroupExcess group_excess(const Group& group, Bytes overlap, bool floor_at_net) {
   return result;
 }
 
+// The worst moment of one group's backward: the head's backward (only p[L]
+// made), then per layer from the top the moment before its own gradients
+// (state(i) = p[L] + sum_{j>i} p[j] - sum_{j>i} b[j]) and the moment after
+// them (state(i) + p[i]), each with what that moment holds beside boundaries
+// and gradients. After layer 0 the group holds state(0) + p[0] - b[0] and
+// nothing else, below layer 0's after-gradient moment: no floor is needed.
+void worst_moment(const Group& group, GroupExcess& result) {
+  const Moments& moments = *group.moments;
+  const Bytes* boundary = group.boundary_bytes.data();
+  const Bytes* pending = group.pending_gradient_bytes.data();
+  Bytes state = kMutation == kMutationForgetOutside ? 0 : group.outside_gradient_bytes;
+  result.extra = state + moments.head_bytes;
+  result.moment = Moment::kHead;
+  result.moment_bytes = moments.head_bytes;
+  result.peak_layer = -1;
+  auto consider = [&](Bytes excess, Moment moment, Bytes bytes, size_t layer) {
+    if (excess <= result.extra) return;
+    result.extra = excess;
+    result.moment = moment;
+    result.moment_bytes = bytes;
+    result.peak_layer = static_cast<int>(layer);
+  };
+  for (size_t layer = group.boundary_bytes.size(); layer-- > 0;) {
+    const Bytes before = moments.before_gradient_bytes[layer];
+    const Bytes after = moments.after_gradient_bytes[layer];
+    consider(state + before, Moment::kBeforeGradient, before, layer);
+    const Bytes own = kMutation == kMutationAfterWithoutOwn ? 0 : pending[layer];
+    consider(state + own + after, Moment::kAfterGradient, after, layer);
+    state += pending[layer] - boundary[layer];
+  }
+}
+
+}  // namespace
+
+GroupExcess group_excess(const Group& group, Bytes overlap, bool floor_at_net) {
+  if (!group.moments) {
+    GroupExcess result = design_excess(group, overlap, floor_at_net);
+    result.design_extra = result.extra;
+    return result;
+  }
+  // The moments carry what the overlap credit approximated, and every moment
+  // of the group is priced, its last state included: neither applies here.
+  GroupExcess result = design_excess(group, 0, false);
+  result.design_extra = result.extra;
+  worst_moment(group, result);
+  return result;
+}
+
 namespace {
 
 struct ForwardTerms {
@@ -76,22 +137,28 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
   Bytes positive_nets = 0;
-  Bytes best = 0;
+  Bytes best = 0, design_best = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const GroupExcess excess = group_excess(groups[g], overlap, floor_at_net);
     if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
     terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, excess.net);
     positive_nets += positive_net;
-    const Bytes own = kMutation == kMutationDropOtherNets ? excess.extra : excess.extra - positive_net;
+    const Bytes others = kMutation == kMutationDropOtherNets ? 0 : positive_net;
+    const Bytes own = excess.extra - others;
     if (terms.adapter.peak_group < 0 || own > best) {
       best = own;
       terms.adapter.peak_group = static_cast<int>(g);
       terms.adapter.peak_layer = excess.peak_layer;
+      terms.adapter.moment = excess.moment;
+      terms.adapter.moment_bytes = excess.moment_bytes;
     }
+    const Bytes design_own = excess.design_extra - others;
+    design_best = g == 0 ? design_own : std::max(design_best, design_own);
   }
   if (kMutation == kMutationDropOtherNets) positive_nets = 0;
   terms.adapter.bytes = terms.adapter.peak_group < 0 ? 0 : best + positive_nets;
+  terms.adapter.design_bytes = terms.adapter.peak_group < 0 ? 0 : design_best + positive_nets;
   // Slots are unique within a validated forward; sort for set comparison.
   std::sort(terms.slots.begin(), terms.slots.end());
   terms.slots.erase(std::unique(terms.slots.begin(), terms.slots.end()), terms.slots.end());
@@ -103,7 +170,8 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
 struct SlotSetCharge {
   std::vector<std::string> slots;
   Bytes charge = 0;
-  int forward = -1;  // the child that sets the charge
+  Bytes design_charge = 0;  // the same child's adapter term without moments
+  int forward = -1;         // the child that sets the charge
 };
 
 void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::string>& more) {
@@ -159,29 +227,33 @@ Price price(const Plan& plan) {
     auto same = std::find_if(sets.begin(), sets.end(), [&](const SlotSetCharge& s) { return s.slots == terms.slots; });
     if (same == sets.end()) {
       add_sorted_unique(c.adapter_gradient_slots, terms.slots);
-      sets.push_back({std::move(terms.slots), terms.adapter.bytes, static_cast<int>(f)});
+      sets.push_back({std::move(terms.slots), terms.adapter.bytes, terms.adapter.design_bytes, static_cast<int>(f)});
     } else if (kMutation == kMutationSameSlotTwice) {
       same->charge += terms.adapter.bytes;
+      same->design_charge += terms.adapter.design_bytes;
     } else if (terms.adapter.bytes > same->charge) {
       same->charge = terms.adapter.bytes;
+      same->design_charge = terms.adapter.design_bytes;
       same->forward = static_cast<int>(f);
     }
   }
 
   const SlotSetCharge* largest = nullptr;
   for (const SlotSetCharge& set : sets) {
-    c.adapter_gradient += set.charge;
+    c.adapter_gradient += set.design_charge;
+    c.moment += set.charge - set.design_charge;
     if (!largest || set.charge > largest->charge) largest = &set;
   }
   if (largest) {
     const AdapterTerm& at = adapters[largest->forward];
-    result.peak = {largest->forward, at.peak_group, at.peak_layer};
+    result.peak = {largest->forward, at.peak_group, at.peak_layer, at.moment, at.moment_bytes};
     if (at.peak_group >= 0) result.peak_group = plan.forwards[largest->forward].groups[at.peak_group].slot;
   }
 
   // "Every group in a plan is one [gradient group]: it runs a backward."
   c.transient = has_gradient_group && !plan.profiled ? plan.transient_bytes : 0;
-  result.raw_bytes = c.output + c.retained + c.workspace + c.input_gradient + c.adapter_gradient + c.transient;
+  result.raw_bytes =
+      c.output + c.retained + c.workspace + c.input_gradient + c.adapter_gradient + c.moment + c.transient;
   result.required_bytes = apply_safety(result.raw_bytes, plan.safety_factor);
   return result;
 }

@@ -20,6 +20,18 @@ using Bytes = std::int64_t;
 constexpr Bytes kMaxTotalBytes = Bytes{1} << 56;
 constexpr double kMaxSafetyFactor = 64.0;
 
+// What else is live, beside boundaries and adapter gradients, at each moment of
+// one group's backward (the worst-moment extension, docs/pricing.md): the
+// head's backward, and each layer's recompute and backward before and after
+// that layer's own gradients exist (workspace, the gradient flowing between
+// layers, what the head and loss still hold). The design's sum of maxima is
+// the special case where every entry is output + workspace + input_gradient.
+struct Moments {
+  Bytes head_bytes = 0;                       // while the head's backward runs
+  std::vector<Bytes> before_gradient_bytes;   // [0..L-1]: layer i, before its gradients are made
+  std::vector<Bytes> after_gradient_bytes;    // [0..L-1]: layer i, once they are
+};
+
 // One gradient group: the part of a forward that trains one slot (adapter).
 // Arrays are indexed by decoder layer; all groups of a plan have the same length L.
 struct Group {
@@ -27,6 +39,10 @@ struct Group {
   std::vector<Bytes> boundary_bytes;          // b[0..L-1]: input saved for layer i
   std::vector<Bytes> pending_gradient_bytes;  // p[0..L-1]: gradients allocated by backward of layer i
   Bytes outside_gradient_bytes = 0;           // p[L]: outside the decoder, live through the backward
+  // With moments the group's excess is priced at its worst moment, and the
+  // forward's overlap credit does not apply to it (the moments carry it).
+  // Only in a plan of one forward (plan.h refuses them in split children).
+  std::optional<Moments> moments;
 };
 
 // One forward pass: a whole wave, or one child of a split wave.
@@ -52,12 +68,22 @@ struct Plan {
   std::vector<Forward> forwards;
 };
 
+// Which moment of a group's backward holds its worst excess.
+enum class Moment : std::uint8_t { kNone, kHead, kBeforeGradient, kAfterGradient };
+const char* moment_name(Moment moment);
+
 // One group's excess over the floor (the floor holds every boundary of every group).
 struct GroupExcess {
   Bytes extra = 0;          // worst excess while this group runs its backward (>= 0)
   Bytes net = 0;            // excess it leaves behind: all gradients, none of its boundaries
   Bytes pending_total = 0;  // sum of p[0..L]; non-zero means the group's slot trains
-  int peak_layer = -1;      // layer whose recompute holds `extra`; -1 when L == 0
+  int peak_layer = -1;      // layer whose recompute holds `extra`; -1 when L == 0 or at the head
+  // With moments: `extra` includes the moment's bytes; `design_extra` is the
+  // design's excess of the same group without them (what adapter_gradient
+  // reports; the difference is the moment component). Without: equal.
+  Bytes design_extra = 0;
+  Moment moment = Moment::kNone;
+  Bytes moment_bytes = 0;  // the moment's own bytes at the peak
 };
 
 // One pass over the layers, from the top (backward order). On ties the peak layer
@@ -77,9 +103,12 @@ GroupExcess group_excess(const Group& group, Bytes overlap = 0, bool floor_at_ne
 
 // The adapter term of one forward: worst backward order of its groups, closed form.
 struct AdapterTerm {
-  Bytes bytes = 0;
-  int peak_group = -1;  // index into the forward's groups; -1 when there are none
+  Bytes bytes = 0;         // with the groups' moments
+  Bytes design_bytes = 0;  // the design's adapter term (no moments); bytes - design_bytes >= 0
+  int peak_group = -1;     // index into the forward's groups; -1 when there are none
   int peak_layer = -1;
+  Moment moment = Moment::kNone;
+  Bytes moment_bytes = 0;
 };
 AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0);
 
@@ -90,6 +119,9 @@ struct Components {
   Bytes input_gradient = 0;
   Bytes adapter_gradient = 0;
   std::vector<std::string> adapter_gradient_slots;  // sorted, unique
+  // What the worst moment adds over the design's adapter term: groups with
+  // moments only (0 otherwise).
+  Bytes moment = 0;
   Bytes transient = 0;
 };
 
@@ -99,6 +131,8 @@ struct PeakLocation {
   int forward = -1;
   int group = -1;
   int layer = -1;
+  Moment moment = Moment::kNone;  // kNone: the peak group has no moments
+  Bytes moment_bytes = 0;         // the bytes that moment holds beside boundaries and gradients
 };
 
 struct Price {

@@ -6,6 +6,7 @@
 //   3  forget the outside-decoder bucket p[L]
 //   4  charge split children with the same slot set once each instead of once
 //   5  ignore the overlap credit (workspace_after_gradient_bytes)
+//   6  price a layer's after-gradient moment without that layer's own gradient
 #pragma once
 
 #ifndef PSC_PRICING_MUTATION
@@ -19,4 +20,5 @@ constexpr int kMutationSharedAtLowest = 2;
 constexpr int kMutationForgetOutside = 3;
 constexpr int kMutationSameSlotTwice = 4;
 constexpr int kMutationIgnoreOverlap = 5;
+constexpr int kMutationAfterWithoutOwn = 6;
 }  // namespace psc::pricing

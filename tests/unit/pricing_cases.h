@@ -20,6 +20,7 @@ struct Shape {
   int max_children = 1;  // 1: never split
   int slot_pool = 6;     // slots are drawn from the first slot_pool of a..f
   int null_slot_percent = 10;
+  int moments_percent = 30;  // groups that carry moments
 };
 
 struct Case {
@@ -108,6 +109,14 @@ inline Case random_case(std::mt19937_64& rng, const Shape& shape) {
         group.tensors = slot_tensors[*group.slot];
       }
       for (int i = 0; i < layers; ++i) group.boundary.push_back(random_bytes(rng));
+      if (children == 1 && chance(rng, shape.moments_percent)) {
+        oracle::Moments& m = group.moments.emplace();
+        m.head = random_bytes(rng);
+        for (int i = 0; i < layers; ++i) {
+          m.before.push_back(random_bytes(rng));
+          m.after.push_back(random_bytes(rng));
+        }
+      }
     }
   }
   return c;
@@ -117,6 +126,11 @@ inline Json group_json(const oracle::Group& group, bool as_parameters) {
   Json out = Json::object();
   out["slot"] = group.slot ? Json(*group.slot) : Json(nullptr);
   out["boundary_bytes"] = group.boundary;
+  if (group.moments) {
+    out["moments"] = {{"head_bytes", group.moments->head},
+                      {"before_gradient_bytes", group.moments->before},
+                      {"after_gradient_bytes", group.moments->after}};
+  }
   if (!group.slot) return out;  // trains nothing: no gradient fields needed
   if (as_parameters) {
     Json parameters = Json::array();

@@ -18,6 +18,12 @@
 //    the workspace), while in a split another child may begin its backward
 //    then, so the state counts with a full workspace; layer 0's state covers
 //    that moment too;
+//  - a group with moments (what else is live at each moment of its backward)
+//    is observed at the head's backward (after its outside gradients are
+//    allocated) with the head's bytes, and at layer i before the layer's
+//    gradients are allocated with before[i] and after them with after[i];
+//    the forward's workspace_after does not apply to it, and after its
+//    backward it holds only its gradients;
 //  - a parameter that already has a gradient, or is not trainable, allocates
 //    nothing; a group whose slot is null trains nothing;
 //  - groups of one forward run one after another in any order;
@@ -50,10 +56,17 @@ struct Tensor {
   bool outside_decoder = false;
 };
 
+struct Moments {
+  std::int64_t head = 0;
+  std::vector<std::int64_t> before;  // per layer
+  std::vector<std::int64_t> after;
+};
+
 struct Group {
   std::optional<std::string> slot;
   std::vector<std::int64_t> boundary;
   std::vector<Tensor> tensors;  // the slot's parameters
+  std::optional<Moments> moments;
 };
 
 struct Forward {
@@ -140,8 +153,12 @@ class Simulation {
         for (const Tensor& t : group.tensors) {
           if (trains(group, t) && (t.outside_decoder || t.layers.empty())) allocate(*group.slot, t);
         }
-        observe(f, g, -1, live);
         const Forward& forward = wave_.forwards[f];
+        if (group.moments) {
+          simulate_moments(f, g, group, live, allocate);
+          continue;
+        }
+        observe(f, g, -1, live);
         const std::int64_t shrink =
             forward.workspace_after ? std::max<std::int64_t>(0, forward.workspace - *forward.workspace_after) : 0;
         for (int layer = static_cast<int>(group.boundary.size()) - 1; layer >= 0; --layer) {
@@ -159,6 +176,21 @@ class Simulation {
         observe(f, g, -2, wave_.forwards.size() > 1 ? live : live - forward.workspace);
       }
     }
+  }
+
+  template <typename Allocate>
+  void simulate_moments(int f, int g, const Group& group, std::int64_t& live, Allocate& allocate) {
+    observe(f, g, -1, live + group.moments->head);
+    for (int layer = static_cast<int>(group.boundary.size()) - 1; layer >= 0; --layer) {
+      observe(f, g, layer, live + group.moments->before[layer]);
+      for (const Tensor& t : group.tensors) {
+        const bool touched = std::find(t.layers.begin(), t.layers.end(), layer) != t.layers.end();
+        if (trains(group, t) && !t.outside_decoder && touched) allocate(*group.slot, t);
+      }
+      observe(f, g, layer, live + group.moments->after[layer]);
+      live -= group.boundary[layer];
+    }
+    observe(f, g, -2, live);
   }
 
   void observe(int f, int g, int layer, std::int64_t live) {

@@ -219,3 +219,59 @@ TEST(PricingPlan, PrefixesFieldsForReports) {
 
 }  // namespace
 }  // namespace psc::pricing
+
+namespace psc::pricing {
+namespace {
+
+const std::string kMoments = R"("moments": {"head_bytes": 7, "before_gradient_bytes": [1, 2], "after_gradient_bytes": [3, 4]})";
+
+TEST(PricingPlan, MomentsArePerGroupAndPerLayer) {
+  const Plan plan = parse_plan(Json::parse(with_groups(
+      R"({"slot": "a", "boundary_bytes": [1, 2], "pending_gradient_bytes": [3, 4], "outside_gradient_bytes": 5, )" +
+      kMoments + "}")));
+  const Group& g = plan.forwards[0].groups[0];
+  ASSERT_TRUE(g.moments);
+  EXPECT_EQ(g.moments->head_bytes, 7);
+  EXPECT_EQ(g.moments->before_gradient_bytes, (std::vector<Bytes>{1, 2}));
+  EXPECT_EQ(g.moments->after_gradient_bytes, (std::vector<Bytes>{3, 4}));
+  EXPECT_FALSE(parse_plan(Json::parse(with_groups(kGood))).forwards[0].groups[0].moments);
+}
+
+TEST(PricingPlan, RefusesBadMoments) {
+  const std::string group = R"({"slot": "a", "boundary_bytes": [1, 2], "pending_gradient_bytes": [3, 4],
+                                "outside_gradient_bytes": 5, )";
+  expect_refused(with_groups(group + R"("moments": {"head_bytes": 1, "before_gradient_bytes": [1, 2]}})"),
+                 "groups[0].moments.after_gradient_bytes", "required field missing");
+  expect_refused(with_groups(group + R"("moments": {"head_bytes": 1, "before_gradient_bytes": [1],
+                 "after_gradient_bytes": [1, 2]}})"),
+                 "groups[0].moments.before_gradient_bytes", "has 1 entries but the plan has 2 layers");
+  expect_refused(with_groups(group + R"("moments": {"head_bytes": -1, "before_gradient_bytes": [1, 2],
+                 "after_gradient_bytes": [1, 2]}})"),
+                 "groups[0].moments.head_bytes", "non-negative integer");
+  expect_refused(with_groups(group + R"("moments": {"head_bytes": 1, "before_gradient_bytes": [1, 2],
+                 "after_gradient_bytes": [1, 2], "tail": 3}})"),
+                 "groups[0].moments.tail", "unknown field");
+  const std::string split = R"({"safety_factor": 1.1, "transient_bytes": 0, "profiled": false, "children": [
+      {"groups": [)" + group + kMoments + R"(}]}, {"groups": [)" + kGood + "]}]}";
+  expect_refused(split, "children[0].groups[0].moments", "one forward whose groups are the children");
+}
+
+// The worst moment by hand: b = [10, 20], p = [4, 8], p[L] = 1.
+// head: 1 + 7 = 8; layer 1 before: 1 + 2 = 3, after: 1 + 8 + 4 = 13;
+// layer 0 before: 1 + 8 - 20 + 1 = -10, after: -10 + 4 + 3 = -3. Worst: layer 1 after (13).
+// The design's excess of the same group: max(1, 9, 9 + 4 - 20) = 9; moment = 13 - 9.
+TEST(PricingPlan, WorstMomentByHand) {
+  const Plan plan = parse_plan(Json::parse(with_groups(
+      R"({"slot": "a", "boundary_bytes": [10, 20], "pending_gradient_bytes": [4, 8], "outside_gradient_bytes": 1,
+          "moments": {"head_bytes": 7, "before_gradient_bytes": [1, 2], "after_gradient_bytes": [3, 4]}})")));
+  const Price p = price(plan);
+  EXPECT_EQ(p.components.adapter_gradient, 9);
+  EXPECT_EQ(p.components.moment, 4);
+  EXPECT_EQ(p.raw_bytes, 30 + 13);
+  EXPECT_EQ(p.peak.layer, 1);
+  EXPECT_EQ(p.peak.moment, Moment::kAfterGradient);
+  EXPECT_EQ(p.peak.moment_bytes, 4);
+}
+
+}  // namespace
+}  // namespace psc::pricing

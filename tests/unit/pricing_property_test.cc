@@ -26,6 +26,7 @@ struct Coverage {
   int outside_mattered = 0;
   int same_slot_set_children = 0;
   int overlap_mattered = 0;  // the workspace overlap credit lowers the adapter term
+  int moment_mattered = 0;   // a group's moments raise the adapter term above the design's
 };
 
 void expect_matches_oracle(const Case& c, Coverage& coverage) {
@@ -35,7 +36,8 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
   const oracle::Result want = oracle::price(c.wave);
   ++coverage.cases;
 
-  ASSERT_EQ(got.components.adapter_gradient, want.adapter) << plan_text.dump();
+  ASSERT_EQ(got.components.adapter_gradient + got.components.moment, want.adapter) << plan_text.dump();
+  ASSERT_GE(got.components.moment, 0) << plan_text.dump();
   ASSERT_EQ(got.components.retained, want.retained) << plan_text.dump();
   ASSERT_EQ(got.raw_bytes, want.raw) << plan_text.dump();
   ASSERT_EQ(got.required_bytes, want.required) << plan_text.dump();
@@ -57,6 +59,7 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
     }
   }
 
+  if (got.components.moment > 0) ++coverage.moment_mattered;
   // Coverage bookkeeping: the single-group worst (no other nets) falls short.
   for (const Forward& f : plan.forwards) {
     if (f.workspace_after_gradient_bytes) {
@@ -114,6 +117,7 @@ TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
   EXPECT_GT(coverage.shared_parameter_mattered, 20);
   EXPECT_GT(coverage.outside_mattered, 100);
   EXPECT_GT(coverage.overlap_mattered, 50);
+  EXPECT_GT(coverage.moment_mattered, 100);
 }
 
 TEST(PricingProperty, SplitWavesMatchBruteForce) {
@@ -130,6 +134,7 @@ TEST(PricingProperty, SplitWavesMatchBruteForce) {
   EXPECT_GT(coverage.same_slot_set_children, 100);
   EXPECT_GT(coverage.worst_order_not_drain_order, 50);
   EXPECT_GT(coverage.overlap_mattered, 50);
+  EXPECT_GT(coverage.moment_mattered, 30);  // the waves that are not split
 }
 
 TEST(PricingProperty, ManyLayersFewGroups) {
@@ -212,6 +217,42 @@ TEST(PricingProperty, MergingGroupsIntoOneChainUnderPrices) {
   }
   EXPECT_GT(chain_under, multi / 10) << "of " << multi;
   EXPECT_GT(sum_under, multi / 10) << "of " << multi;
+}
+
+// The design's figures are the special case of the worst moment: every moment
+// holding output + workspace + input_gradient prices to the byte what the
+// design's sum of maxima prices; moments of workspace and what is left of it
+// price what the overlap credit prices.
+TEST(PricingProperty, DesignAndOverlapCreditAreSpecialCasesOfMoments) {
+  std::mt19937_64 rng(777);
+  Shape shape;
+  shape.moments_percent = 0;
+  int priced = 0, credited = 0;
+  for (int i = 0; i < 800; ++i) {
+    const Case c = testing::random_case(rng, shape);
+    const Plan plan = parse_plan(testing::plan_json(c));
+    if (plan.forwards.size() != 1) continue;
+    const Forward& forward = plan.forwards[0];
+    const Bytes rest = forward.output_bytes + forward.workspace_bytes + forward.input_gradient_bytes;
+    const size_t layers = forward.groups.empty() ? 0 : forward.groups[0].boundary_bytes.size();
+    Plan design = plan;
+    design.forwards[0].workspace_after_gradient_bytes.reset();
+    Plan moments = design;
+    Forward& f = moments.forwards[0];
+    f.output_bytes = f.workspace_bytes = f.input_gradient_bytes = 0;
+    for (Group& g : f.groups) g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, rest)};
+    if (f.groups.empty()) continue;
+    ++priced;
+    ASSERT_EQ(price(moments).raw_bytes, price(design).raw_bytes) << testing::plan_json(c).dump();
+    if (!forward.workspace_after_gradient_bytes) continue;
+    // Before a layer's gradients: the full workspace; after: what is left.
+    const Bytes after = rest - (forward.workspace_bytes - *forward.workspace_after_gradient_bytes);
+    for (Group& g : f.groups) g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, after)};
+    ++credited;
+    ASSERT_EQ(price(moments).raw_bytes, price(plan).raw_bytes) << testing::plan_json(c).dump();
+  }
+  EXPECT_GT(priced, 300);
+  EXPECT_GT(credited, 100);
 }
 
 }  // namespace
