@@ -66,33 +66,16 @@ std::int64_t cheap_admit_tokens(const AdmissionPlan& plan, Bytes budget_bytes) {
 }
 
 Admission admit(const AdmissionPlan& plan, Bytes budget_bytes) {
+  const auto at = [&](std::int64_t tokens) { return plan_at(plan, tokens); };
+  if (has_pending_gradients(plan)) return admit_by_search(at, plan.max_tokens, budget_bytes);
   Admission result;
-  if (!has_pending_gradients(plan)) {
-    result.decided_by = DecidedBy::kCheap;
-    result.cheap_estimates = 1;
-    result.tokens = cheap_admit_tokens(plan, budget_bytes);
-  } else {
-    // Invariant: width `low` fits (0 trivially), every width above `high` does not.
-    result.decided_by = DecidedBy::kExact;
-    std::int64_t low = 0;
-    std::int64_t high = plan.max_tokens;
-    while (low < high) {
-      const std::int64_t mid = low + (high - low + 1) / 2;
-      ++result.search_prices;
-      if (price(plan_at(plan, mid)).required_bytes <= budget_bytes) {
-        low = mid;
-      } else {
-        high = mid - 1;
-      }
-    }
-    result.tokens = low;
-  }
+  result.decided_by = DecidedBy::kCheap;
+  result.cheap_estimates = 1;
+  result.tokens = cheap_admit_tokens(plan, budget_bytes);
   // For the report, not for the decision: what the admitted width costs, and what
   // one more token would cost.
-  if (result.tokens > 0) result.price = price(plan_at(plan, result.tokens));
-  if (result.tokens < plan.max_tokens) {
-    result.next_required_bytes = price(plan_at(plan, result.tokens + 1)).required_bytes;
-  }
+  if (result.tokens > 0) result.price = price(at(result.tokens));
+  if (result.tokens < plan.max_tokens) result.next_required_bytes = price(at(result.tokens + 1)).required_bytes;
   return result;
 }
 

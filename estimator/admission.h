@@ -68,6 +68,33 @@ struct Admission {
 // otherwise by binary search over the exact price.
 Admission admit(const AdmissionPlan& plan, Bytes budget_bytes);
 
+// The binary search alone, over any plan of `tokens` tokens whose price does
+// not decrease with them (the calibrated predictor's, estimator/predict.h):
+// always decided by the exact price.
+template <typename PlanAt>
+Admission admit_by_search(PlanAt plan_at, std::int64_t max_tokens, Bytes budget_bytes) {
+  Admission result;
+  result.decided_by = DecidedBy::kExact;
+  // Invariant: width `low` fits (0 trivially), every width above `high` does not.
+  std::int64_t low = 0;
+  std::int64_t high = max_tokens;
+  while (low < high) {
+    const std::int64_t mid = low + (high - low + 1) / 2;
+    ++result.search_prices;
+    if (price(plan_at(mid)).required_bytes <= budget_bytes) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  result.tokens = low;
+  // For the report, not for the decision: what the admitted width costs, and
+  // what one more token would cost.
+  if (result.tokens > 0) result.price = price(plan_at(result.tokens));
+  if (result.tokens < max_tokens) result.next_required_bytes = price(plan_at(result.tokens + 1)).required_bytes;
+  return result;
+}
+
 // The cheap estimate: the price without the adapter term is linear in tokens,
 // raw(T) = fixed + rate x T, so the width follows from one division. It equals the
 // exact answer when no slot has pending gradients (the adapter term is then 0);

@@ -1,35 +1,51 @@
 #include "estimator/calibration.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <iterator>
 #include <map>
+#include <set>
 
 namespace psc {
 namespace {
 
 using Json = CalibrationJson;
 
-struct Samples {
-  std::vector<int64_t> tokens;
-  std::vector<uint64_t> bytes;
-  void add(int64_t t, uint64_t b) {
-    tokens.push_back(t);
-    bytes.push_back(b);
-  }
-};
+using Samples = std::vector<GrowthPoint>;
 
-// Tokens one group of the wave carries: the pricing model prices boundaries
-// per group, and groups of one forward split its tokens.
-int64_t group_tokens(const WaveLiveness& w) { return w.tokens / std::max<int64_t>(1, w.groups); }
+// The size one group of the wave carries: the pricing model prices boundaries
+// per group, and groups of one forward split its tokens (and sequences).
+WaveSize group_size(const WaveLiveness& w) {
+  const int64_t groups = std::max<int64_t>(1, w.groups);
+  return {w.tokens / groups, w.square_tokens / static_cast<double>(groups)};
+}
 
-Json term_to_json(const LinearTerm& t) {
+Json nullable(double v) { return v < 0 ? Json(nullptr) : Json(v); }
+
+Json line_to_json(const GrowthLine& l) {
+  return {{"intercept_bytes", l.intercept}, {"bytes_per_token", l.per_token},
+          {"bytes_per_square_token", l.per_square_token}};
+}
+
+Json term_to_json(const GrowthTerm& t) {
   Json j;
+  j["growth"] = growth_name(t.growth);
   j["intercept_bytes"] = t.intercept;
   j["bytes_per_token"] = t.per_token;
+  j["bytes_per_square_token"] = t.per_square_token;
   j["margin_bytes"] = t.margin_bytes;
   j["points"] = t.points;
+  j["sizes"] = t.sizes;
   j["max_abs_residual_bytes"] = t.max_abs_residual;
+  j["range"] = {{"tokens", {t.smallest.tokens, t.largest.tokens}},
+                {"square_tokens", {t.smallest.square_tokens, t.largest.square_tokens}}};
+  j["beyond"] = t.has_beyond ? line_to_json(t.beyond) : Json(nullptr);
+  j["left_out_error"] = {{"linear", nullable(t.left_out_error_linear)},
+                         {"quadratic", nullable(t.left_out_error_quadratic)}};
   return j;
 }
 
@@ -51,15 +67,51 @@ uint64_t count(const Json& j, const char* name, const std::string& where) {
   return v.get<uint64_t>();
 }
 
-LinearTerm term_from_json(const Json& j, const std::string& where) {
-  LinearTerm t;
+double optional_number(const Json& j, const char* name, const std::string& where, double fallback) {
+  if (!j.contains(name) || j.at(name).is_null()) return fallback;
+  return number(j, name, where);
+}
+
+// Version 1 terms are lines in tokens with no range: read as linear, with no
+// sizes recorded (no warning, no conservative growth), as they priced.
+GrowthTerm term_from_json(const Json& j, const std::string& where) {
+  GrowthTerm t;
   t.intercept = number(j, "intercept_bytes", where);
   t.per_token = number(j, "bytes_per_token", where);
   t.margin_bytes = count(j, "margin_bytes", where);
   t.points = count(j, "points", where);
   t.max_abs_residual = number(j, "max_abs_residual_bytes", where);
+  t.growth = t.points == 0 ? Growth::kNone : Growth::kLinear;
+  if (!j.contains("growth")) return t;
+  const Json& growth = j.at("growth");
+  try {
+    t.growth = growth_from_name(growth.is_string() ? growth.get<std::string>() : "");
+  } catch (const std::invalid_argument& e) {
+    throw CalibrationError(where + ".growth: " + e.what());
+  }
+  t.per_square_token = number(j, "bytes_per_square_token", where);
+  t.sizes = count(j, "sizes", where);
+  const Json& range = field(j, "range", where);
+  const Json& tokens = field(range, "tokens", where + ".range");
+  const Json& squares = field(range, "square_tokens", where + ".range");
+  if (!tokens.is_array() || tokens.size() != 2 || !tokens[0].is_number_integer() || !tokens[1].is_number_integer() ||
+      !squares.is_array() || squares.size() != 2 || !squares[0].is_number() || !squares[1].is_number())
+    throw CalibrationError(where + ".range: must give tokens [smallest, largest] and square_tokens [smallest, largest]");
+  t.smallest = {tokens[0].get<int64_t>(), squares[0].get<double>()};
+  t.largest = {tokens[1].get<int64_t>(), squares[1].get<double>()};
+  const Json& beyond = field(j, "beyond", where);
+  if (!beyond.is_null()) {
+    t.has_beyond = true;
+    t.beyond = {number(beyond, "intercept_bytes", where + ".beyond"), number(beyond, "bytes_per_token", where + ".beyond"),
+                number(beyond, "bytes_per_square_token", where + ".beyond")};
+  }
+  if (j.contains("left_out_error") && j.at("left_out_error").is_object()) {
+    t.left_out_error_linear = optional_number(j.at("left_out_error"), "linear", where + ".left_out_error", -1);
+    t.left_out_error_quadratic = optional_number(j.at("left_out_error"), "quadratic", where + ".left_out_error", -1);
+  }
   return t;
 }
+
 
 std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_t expected) {
   if (!j.is_array() || j.size() != expected)
@@ -75,67 +127,6 @@ std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_
 
 }  // namespace
 
-uint64_t LinearTerm::bytes_at(int64_t tokens) const {
-  const double v = std::ceil(line(tokens));
-  return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
-}
-
-// The upper envelope: among lines on or above every point, the one with the
-// least total excess. In one dimension it lies along an edge of the points'
-// upper convex hull, so trying the line through every pair of distinct token
-// counts (and the flat line at the largest value) finds it. A least-squares
-// line lifted by its largest residual would also cover every point, but its
-// slope is pulled by small waves and can fall below a quantity that is
-// slightly convex in tokens between calibration points.
-LinearTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes) {
-  LinearTerm t;
-  t.points = tokens.size();
-  if (tokens.empty()) return t;
-  std::map<int64_t, double> top;  // largest value per token count
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    auto [it, fresh] = top.emplace(tokens[i], static_cast<double>(bytes[i]));
-    if (!fresh) it->second = std::max(it->second, static_cast<double>(bytes[i]));
-  }
-  auto covers = [&](double intercept, double slope) {
-    for (const auto& [x, y] : top)
-      if (intercept + slope * static_cast<double>(x) < y - 1e-6 * std::max(1.0, y)) return false;
-    return true;
-  };
-  auto excess = [&](double intercept, double slope) {
-    double sum = 0;
-    for (size_t i = 0; i < tokens.size(); ++i)
-      sum += intercept + slope * static_cast<double>(tokens[i]) - static_cast<double>(bytes[i]);
-    return sum;
-  };
-  double best_intercept = 0, best_slope = 0;
-  for (const auto& [x, y] : top) best_intercept = std::max(best_intercept, y);
-  double best = excess(best_intercept, 0);
-  for (auto a = top.begin(); a != top.end(); ++a) {
-    for (auto b = std::next(a); b != top.end(); ++b) {
-      const double slope = (b->second - a->second) / static_cast<double>(b->first - a->first);
-      const double intercept = a->second - slope * static_cast<double>(a->first);
-      if (!covers(intercept, slope)) continue;
-      const double e = excess(intercept, slope);
-      if (e < best) {
-        best = e;
-        best_intercept = intercept;
-        best_slope = slope;
-      }
-    }
-  }
-  t.intercept = best_intercept;
-  t.per_token = best_slope;
-  double above = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const double r = static_cast<double>(bytes[i]) - t.line(tokens[i]);
-    above = std::max(above, r);
-    t.max_abs_residual = std::max(t.max_abs_residual, std::abs(r));
-  }
-  // Only rounding can leave a point above the line; cover it.
-  t.margin_bytes = static_cast<uint64_t>(std::ceil(above));
-  return t;
-}
-
 std::vector<uint64_t> Calibration::slot_gradients(const std::string& slot) const {
   auto it = adapter_gradient_bytes.find(slot);
   if (it != adapter_gradient_bytes.end()) return it->second;
@@ -145,42 +136,348 @@ std::vector<uint64_t> Calibration::slot_gradients(const std::string& slot) const
   return largest;
 }
 
-// The envelope needs two token counts to find a slope. From one, a flat line
-// would fall below larger waves (what is left of the workspace grows with
-// tokens like the workspace does), so the workspace line is scaled by the
-// largest measured ratio instead: it keeps the workspace's growth, and the
-// priced value is capped at the workspace itself.
-static void fit_workspace_after_gradient(const Samples& after, Calibration* c) {
-  if (after.tokens.empty()) return;
-  const bool one_count =
-      std::all_of(after.tokens.begin(), after.tokens.end(), [&](int64_t t) { return t == after.tokens.front(); });
-  if (!one_count) {
-    c->workspace_after_gradient = fit_linear(after.tokens, after.bytes);
-    c->workspace_after_gradient_method = "envelope";
-    return;
-  }
+namespace {
+
+size_t distinct_sizes(const Samples& samples) {
+  std::vector<std::pair<int64_t, double>> sizes;
+  for (const GrowthPoint& p : samples) sizes.emplace_back(p.size.tokens, p.size.square_tokens);
+  std::sort(sizes.begin(), sizes.end());
+  return static_cast<size_t>(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
+}
+
+// What is left of a quantity once a layer's gradients exist, from points of
+// one size: the envelope needs two sizes to find a growth, and a flat line
+// would fall below larger waves (what is left grows like the whole does), so
+// the whole's fit is scaled by the largest measured ratio instead, then
+// raised by its largest shortfall so it covers every point.
+GrowthTerm scaled_fit(const GrowthTerm& whole, const Samples& part) {
   double ratio = 0;
-  for (size_t i = 0; i < after.tokens.size(); ++i) {
-    const double line = c->workspace.line(after.tokens[i]);
-    ratio = std::max(ratio, line > 0 ? static_cast<double>(after.bytes[i]) / line : 1.0);
+  for (const GrowthPoint& p : part) {
+    const double line = whole.line(p.size);
+    ratio = std::max(ratio, line > 0 ? static_cast<double>(p.bytes) / line : 1.0);
   }
   ratio = std::min(ratio, 1.0);
-  LinearTerm scaled;
-  scaled.intercept = c->workspace.intercept * ratio;
-  scaled.per_token = c->workspace.per_token * ratio;
-  scaled.points = after.tokens.size();
-  // Never below a measured point (the ratio is capped at 1, and a line at or
-  // below 0 gives none): raise the line by the largest shortfall.
+  GrowthTerm scaled = whole;
+  scaled.intercept *= ratio;
+  scaled.per_token *= ratio;
+  scaled.per_square_token *= ratio;
+  scaled.beyond = {whole.beyond.intercept * ratio, whole.beyond.per_token * ratio, whole.beyond.per_square_token * ratio};
+  scaled.points = part.size();
+  scaled.margin_bytes = 0;
+  scaled.max_abs_residual = 0;
   double shortfall = 0;
-  for (size_t i = 0; i < after.tokens.size(); ++i)
-    shortfall = std::max(shortfall, static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i]));
+  for (const GrowthPoint& p : part)
+    shortfall = std::max(shortfall, static_cast<double>(p.bytes) - scaled.line(p.size));
   scaled.intercept += shortfall;
-  for (size_t i = 0; i < after.tokens.size(); ++i)
-    scaled.max_abs_residual =
-        std::max(scaled.max_abs_residual, std::abs(static_cast<double>(after.bytes[i]) - scaled.line(after.tokens[i])));
-  c->workspace_after_gradient = scaled;
-  c->workspace_after_gradient_method = "scaled workspace";
+  scaled.beyond.intercept += shortfall;
+  for (const GrowthPoint& p : part)
+    scaled.max_abs_residual = std::max(scaled.max_abs_residual, std::abs(static_cast<double>(p.bytes) - scaled.line(p.size)));
+  return scaled;
 }
+
+// A part of `whole` measured in some waves: fitted on its own from two sizes
+// or more ("envelope"), else scaled from the whole ("scaled ...").
+GrowthTerm part_fit(const GrowthTerm& whole, const Samples& part, const char* scaled_name, std::string* method) {
+  if (distinct_sizes(part) >= 2) {
+    *method = "envelope";
+    return fit_growth(part);
+  }
+  *method = scaled_name;
+  return scaled_fit(whole, part);
+}
+
+void fit_workspace_after_gradient(const Samples& after, Calibration* c) {
+  if (after.empty()) return;
+  c->workspace_after_gradient =
+      part_fit(c->workspace, after, "scaled workspace", &c->workspace_after_gradient_method);
+}
+
+// One moment's points: per wave its size, its maximum and its events (for a
+// layer, with the index of its first event with its own gradients).
+struct MomentPoint {
+  WaveSize size;
+  uint64_t maximum = 0;
+  const std::vector<int64_t>* events = nullptr;
+  int64_t gradient_from = -1;
+  const std::vector<WaveLiveness::EventAllocation>* allocations = nullptr;
+};
+using MomentPoints = std::vector<MomentPoint>;
+
+struct MomentSamples {
+  MomentPoints head;
+  std::vector<MomentPoints> before, after;  // maxima, for the fit of the maximum
+  std::vector<MomentPoints> layer;          // events
+  explicit MomentSamples(size_t layers) : before(layers), after(layers), layer(layers) {}
+  void add(const WaveLiveness& w, WaveSize size) {
+    auto events = [&](size_t k) { return k < w.moment_events.size() ? &w.moment_events[k] : nullptr; };
+    if (w.moment_head_bytes >= 0) head.push_back({size, static_cast<uint64_t>(w.moment_head_bytes), events(0)});
+    for (size_t i = 0; i < before.size(); ++i) {
+      const int64_t b = i < w.moment_before_gradient_bytes.size() ? w.moment_before_gradient_bytes[i] : -1;
+      const int64_t a = i < w.moment_after_gradient_bytes.size() ? w.moment_after_gradient_bytes[i] : -1;
+      if (b >= 0) before[i].push_back({size, static_cast<uint64_t>(b)});
+      if (a >= 0) after[i].push_back({size, static_cast<uint64_t>(a)});
+      if (b >= 0 || a >= 0) {
+        const int64_t from = i < w.moment_gradient_from.size() ? w.moment_gradient_from[i] : -1;
+        const auto* allocations = i < w.moment_event_allocations.size() ? &w.moment_event_allocations[i] : nullptr;
+        layer[i].push_back({size, static_cast<uint64_t>(std::max(a, b)), events(1 + i), from, allocations});
+      }
+    }
+  }
+};
+
+Samples maxima(const MomentPoints& points) {
+  Samples out;
+  for (const MomentPoint& p : points) out.push_back({p.size, p.maximum});
+  return out;
+}
+
+// True when `a` is at most `b` at every size (t, s >= 0): coefficient by
+// coefficient, for the fit and for the growth beyond the calibrated sizes.
+bool bounded_by(const GrowthTerm& a, const GrowthTerm& b) {
+  auto below = [](const GrowthLine& x, const GrowthLine& y) {
+    return x.intercept <= y.intercept && x.per_token <= y.per_token && x.per_square_token <= y.per_square_token;
+  };
+  if (a.margin_bytes > b.margin_bytes || !below(a.fit(), b.fit())) return false;
+  if (!a.has_beyond) return true;
+  return b.has_beyond && below(a.beyond, b.beyond);
+}
+
+// The number of events every size's waves share: the waves with that many
+// events at each size, or nothing when some size has none such.
+MomentPoints aligned(const MomentPoints& points) {
+  std::map<size_t, std::set<std::pair<int64_t, double>>> sizes_with;  // event count -> sizes
+  std::set<std::pair<int64_t, double>> sizes;
+  for (const MomentPoint& p : points) {
+    if (!p.events || p.events->empty()) return {};
+    sizes.emplace(p.size.tokens, p.size.square_tokens);
+    sizes_with[p.events->size()].emplace(p.size.tokens, p.size.square_tokens);
+  }
+  for (auto it = sizes_with.rbegin(); it != sizes_with.rend(); ++it) {
+    if (it->second != sizes) continue;
+    MomentPoints out;
+    for (const MomentPoint& p : points)
+      if (p.events->size() == it->first) out.push_back(p);
+    return out;
+  }
+  return {};
+}
+
+MomentFit maximum_fit(const MomentPoints& points) {
+  MomentFit fit;
+  fit.method = "maximum";
+  fit.events.push_back(fit_growth(maxima(points)));
+  return fit;
+}
+
+// Events [from, to) of waves whose sequences line up, each fitted on its own.
+MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
+  MomentFit fit;
+  fit.method = "events";
+  if (from >= to) {  // no event: nothing held beside boundaries and gradients
+    fit.events.push_back(fit_growth({}));
+    return fit;
+  }
+  for (size_t e = from; e < to; ++e) {
+    Samples samples;
+    for (const MomentPoint& p : lined_up)
+      samples.push_back({p.size, static_cast<uint64_t>(std::max<int64_t>(0, (*p.events)[e]))});
+    GrowthTerm term = fit_growth(samples);
+    if (std::any_of(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(term, k); }))
+      continue;
+    fit.events.erase(std::remove_if(fit.events.begin(), fit.events.end(),
+                                    [&](const GrowthTerm& k) { return bounded_by(k, term); }),
+                     fit.events.end());
+    fit.events.push_back(std::move(term));
+  }
+  return fit;
+}
+
+bool lines_up(const MomentPoints& lined_up) { return lined_up.size() >= 2 && distinct_sizes(maxima(lined_up)) >= 2; }
+
+MomentFit fit_moment(const MomentPoints& points) {
+  const MomentPoints lined_up = aligned(points);
+  if (!lines_up(lined_up)) return maximum_fit(points);
+  return events_fit(lined_up, 0, lined_up.front().events->size());
+}
+
+// From waves of one size: `whole` scaled by the largest measured ratio of
+// part to whole, then raised by its largest shortfall.
+MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& part) {
+  double ratio = 0;
+  for (const MomentPoint& p : part) {
+    const double line = whole.line(p.size);
+    ratio = std::max(ratio, line > 0 ? static_cast<double>(p.maximum) / line : 1.0);
+  }
+  ratio = std::min(ratio, 1.0);
+  MomentFit scaled = whole;
+  scaled.method = "scaled before";
+  auto scale = [&](GrowthLine& l) {
+    l.intercept *= ratio;
+    l.per_token *= ratio;
+    l.per_square_token *= ratio;
+  };
+  for (GrowthTerm& t : scaled.events) {
+    GrowthLine f = t.fit();
+    scale(f);
+    t.intercept = f.intercept;
+    t.per_token = f.per_token;
+    t.per_square_token = f.per_square_token;
+    scale(t.beyond);
+    t.margin_bytes = 0;
+  }
+  double shortfall = 0;
+  for (const MomentPoint& p : part)
+    shortfall = std::max(shortfall, static_cast<double>(p.maximum) - scaled.line(p.size));
+  for (GrowthTerm& t : scaled.events) {
+    t.intercept += shortfall;
+    t.beyond.intercept += shortfall;
+  }
+  return scaled;
+}
+
+// A layer's before- and after-gradient moments. Where the waves' events line
+// up (gradient waves' own gradients start at the same event), the events
+// before that index make the before-gradient moment and those from it on the
+// after-gradient one, its values counting the gradients made so far; where
+// they do not, the maxima are fitted, the after-gradient one from two sizes
+// or more, scaled from the before-gradient fit from one, equal to it from none.
+// The events at which gradient waves made the layer's own gradients, the
+// same for every one of them; empty when they disagree (or none made any).
+std::vector<size_t> gradient_events(const MomentPoints& lined_up) {
+  std::optional<std::vector<size_t>> agreed;
+  for (const MomentPoint& p : lined_up) {
+    if (p.gradient_from < 0 || !p.allocations || p.allocations->size() != p.events->size()) continue;
+    std::vector<size_t> at;
+    for (size_t e = 0; e < p.allocations->size(); ++e)
+      if ((*p.allocations)[e].gradient) at.push_back(e);
+    if (agreed && *agreed != at) return {};
+    agreed = at;
+  }
+  return agreed.value_or(std::vector<size_t>{});
+}
+
+// An accumulating wave's events as a gradient wave would have them: the
+// temporary made where gradient waves make a gradient is freed soon after,
+// where the gradient stays; from its free on, count it as if it stayed.
+std::vector<int64_t> as_if_gradients_stayed(const MomentPoint& p, const std::vector<size_t>& gradient_at) {
+  std::vector<int64_t> out = *p.events;
+  if (!p.allocations || p.allocations->size() != out.size()) return out;
+  const auto& alloc = *p.allocations;
+  for (size_t e = 0; e < out.size(); ++e)
+    for (size_t g : gradient_at)
+      if (g <= e && alloc[g].end_ordinal <= alloc[e].ordinal) out[e] += static_cast<int64_t>(alloc[g].bytes);
+  return out;
+}
+
+std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const MomentPoints& before,
+                                          const MomentPoints& after) {
+  MomentPoints lined_up = aligned(layer);
+  std::set<int64_t> starts;
+  for (const MomentPoint& p : lined_up)
+    if (p.gradient_from >= 0) starts.insert(p.gradient_from);
+  const std::vector<size_t> gradient_at = gradient_events(lined_up);
+  std::vector<std::vector<int64_t>> adjusted;  // owns what the accumulating waves' points now show
+  adjusted.reserve(lined_up.size());
+  if (!gradient_at.empty()) {
+    for (MomentPoint& p : lined_up) {
+      if (p.gradient_from >= 0) continue;
+      adjusted.push_back(as_if_gradients_stayed(p, gradient_at));
+      p.events = &adjusted.back();
+    }
+  }
+  if (lines_up(lined_up) && starts.size() <= 1 && (starts.empty() || !gradient_at.empty())) {
+    const size_t count = lined_up.front().events->size();
+    if (starts.empty()) {
+      MomentFit whole = events_fit(lined_up, 0, count);
+      MomentFit same = whole;
+      same.method = "same as before";
+      return {whole, same};
+    }
+    const size_t from = static_cast<size_t>(*starts.begin());
+    MomentFit with_gradient = events_fit(lined_up, from, count);
+    with_gradient.includes_gradient = true;
+    return {events_fit(lined_up, 0, from), with_gradient};
+  }
+  MomentFit b = before.empty() ? maximum_fit(layer) : maximum_fit(before);
+  if (after.empty()) {
+    MomentFit same = b;
+    same.method = "same as before";
+    return {b, same};
+  }
+  if (distinct_sizes(maxima(after)) >= 2) return {b, maximum_fit(after)};
+  return {b, scaled_moment(b, after)};
+}
+
+std::optional<MomentFits> fit_moments(const MomentSamples& m) {
+  if (m.head.empty()) return std::nullopt;
+  MomentFits fits;
+  fits.head = fit_moment(m.head);
+  for (size_t i = 0; i < m.layer.size(); ++i) {
+    auto [before, after] = fit_layer(m.layer[i], m.before[i], m.after[i]);
+    fits.before_gradient.push_back(std::move(before));
+    fits.after_gradient.push_back(std::move(after));
+  }
+  return fits;
+}
+
+Json moment_to_json(const MomentFit& m) {
+  Json events = Json::array();
+  for (const GrowthTerm& t : m.events) events.push_back(term_to_json(t));
+  return {{"method", m.method}, {"includes_gradient", m.includes_gradient}, {"events", events}};
+}
+
+MomentFit moment_from_json(const Json& j, const std::string& where) {
+  MomentFit m;
+  const Json& method = field(j, "method", where);
+  if (!method.is_string()) throw CalibrationError(where + ".method: must be a string");
+  m.method = method.get<std::string>();
+  m.includes_gradient = j.value("includes_gradient", false);
+  const Json& events = field(j, "events", where);
+  if (!events.is_array() || events.empty()) throw CalibrationError(where + ".events: must be a non-empty array");
+  for (size_t k = 0; k < events.size(); ++k)
+    m.events.push_back(term_from_json(events[k], where + ".events[" + std::to_string(k) + "]"));
+  return m;
+}
+
+}  // namespace
+
+double MomentFit::line(WaveSize size) const {
+  double top = 0;
+  for (const GrowthTerm& t : events) top = std::max(top, t.line(size));
+  return top;
+}
+
+uint64_t MomentFit::bytes_at(WaveSize size) const {
+  uint64_t top = 0;
+  for (const GrowthTerm& t : events) top = std::max(top, t.bytes_at(size));
+  return top;
+}
+
+namespace {
+
+// The head moment's residual, and of each kind of layer moment the layer
+// whose fit is furthest from what the wave measured.
+void add_moment_residuals(const MomentFits& m, const WaveLiveness& w, WaveSize size,
+                          const std::vector<uint64_t>& gradient, WaveResiduals& r) {
+  if (w.moment_head_bytes >= 0)
+    r.terms.push_back({"moment.head", static_cast<uint64_t>(w.moment_head_bytes), m.head.line(size)});
+  auto worst = [&](const char* name, const std::vector<int64_t>& measured, const std::vector<MomentFit>& fits) {
+    std::optional<TermResidual> pick;
+    for (size_t i = 0; i < measured.size() && i < fits.size(); ++i) {
+      if (measured[i] < 0) continue;
+      // Measured after-gradient values are net of the layer's gradient.
+      const double own = fits[i].includes_gradient && i < gradient.size() ? static_cast<double>(gradient[i]) : 0;
+      TermResidual t{std::string(name) + "[layer." + std::to_string(i) + "]", static_cast<uint64_t>(measured[i]),
+                     std::max(0.0, fits[i].line(size) - own)};
+      if (!pick || std::abs(t.residual()) > std::abs(pick->residual())) pick = t;
+    }
+    if (pick) r.terms.push_back(*pick);
+  };
+  worst("moment.before_gradient", w.moment_before_gradient_bytes, m.before_gradient);
+  worst("moment.after_gradient", w.moment_after_gradient_bytes, m.after_gradient);
+}
+
+}  // namespace
 
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor) {
   Calibration c;
@@ -190,25 +487,30 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
 
   std::vector<Samples> boundary(layers);
   Samples workspace, workspace_after, input_gradient, output, head_saved;
+  MomentSamples moments(layers);
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       ++c.waves;
-      const int64_t per_group = group_tokens(w);
+      const WaveSize per_group = group_size(w);
       const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
       for (size_t i = 0; i < layers; ++i)
-        boundary[i].add(per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0);
+        boundary[i].push_back({per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0});
       // Groups run their backward one at a time: the recomputed layer's
       // workspace and the gradient flowing between layers are one group's.
-      workspace.add(per_group, w.workspace_bytes);
+      workspace.push_back({per_group, w.workspace_bytes});
       if (w.workspace_after_gradient_bytes >= 0)
-        workspace_after.add(per_group, static_cast<uint64_t>(w.workspace_after_gradient_bytes));
-      input_gradient.add(per_group, w.input_gradient_bytes);
+        workspace_after.push_back({per_group, static_cast<uint64_t>(w.workspace_after_gradient_bytes)});
+      input_gradient.push_back({per_group, w.input_gradient_bytes});
       // A wave of several groups shows the other groups' head state in its
       // output; one group's own output is fitted from waves of one group.
-      if (w.groups <= 1) output.add(per_group, w.output_bytes);
-      head_saved.add(per_group, w.head_saved_bytes);
+      // Moments likewise: a wave of one group shows one group's moments.
+      if (w.groups <= 1) {
+        output.push_back({per_group, w.output_bytes});
+        moments.add(w, per_group);
+      }
+      head_saved.push_back({per_group, w.head_saved_bytes});
       // Exact: what this slot's backward made, per layer. Waves of several
       // slots cannot say which slot made which gradient; they are left out.
       if (w.slots.size() == 1) {
@@ -239,20 +541,21 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   }
   if (c.waves == 0) throw CalibrationError("no wave with a token count in the traces given");
 
-  for (size_t i = 0; i < layers; ++i) c.boundary.push_back(fit_linear(boundary[i].tokens, boundary[i].bytes));
-  c.workspace = fit_linear(workspace.tokens, workspace.bytes);
+  for (size_t i = 0; i < layers; ++i) c.boundary.push_back(fit_growth(boundary[i]));
+  c.workspace = fit_growth(workspace);
   fit_workspace_after_gradient(workspace_after, &c);
-  c.input_gradient = fit_linear(input_gradient.tokens, input_gradient.bytes);
-  c.output = fit_linear(output.tokens, output.bytes);
-  c.head_saved = fit_linear(head_saved.tokens, head_saved.bytes);
+  c.input_gradient = fit_growth(input_gradient);
+  c.output = fit_growth(output);
+  c.head_saved = fit_growth(head_saved);
+  c.moments = fit_moments(moments);
 
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
-      WaveResiduals r{t.path, w.index, w.tokens, w.cold, {}};
+      WaveResiduals r{t.path, w.index, w.tokens, w.square_tokens, w.cold, {}};
       uint64_t retained = 0;
       double retained_fit = 0;
-      const int64_t per_group = group_tokens(w);
+      const WaveSize per_group = group_size(w);
       for (size_t i = 0; i < layers && i < w.boundary_bytes.size(); ++i) {
         retained += w.boundary_bytes[i];
         retained_fit += c.boundary[i].line(per_group) * static_cast<double>(std::max<int64_t>(1, w.groups));
@@ -266,6 +569,9 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       r.terms.push_back({"output", w.output_bytes,
                          c.output.line(per_group) +
                              static_cast<double>(std::max<int64_t>(0, w.groups - 1)) * c.head_saved.line(per_group)});
+      if (c.moments && w.groups <= 1)
+        add_moment_residuals(*c.moments, w, per_group,
+                             w.slots.size() == 1 ? c.slot_gradients(w.slots[0]) : std::vector<uint64_t>{}, r);
       c.residuals.push_back(std::move(r));
     }
   }
@@ -275,13 +581,13 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
 CalibrationJson calibration_to_json(const Calibration& c) {
   Json j;
   j["format"] = "peakscope-calibration";
-  j["version"] = 1;
+  j["version"] = 2;
   j["layers"] = c.layers;
   j["safety_factor"] = c.safety_factor;
   j["traces"] = c.traces;
   j["waves"] = c.waves;
   Json boundary = Json::array();
-  for (const LinearTerm& t : c.boundary) boundary.push_back(term_to_json(t));
+  for (const GrowthTerm& t : c.boundary) boundary.push_back(term_to_json(t));
   j["boundary_per_group"] = boundary;
   j["workspace"] = term_to_json(c.workspace);
   if (c.workspace_after_gradient) {
@@ -291,6 +597,12 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["input_gradient"] = term_to_json(c.input_gradient);
   j["output"] = term_to_json(c.output);
   j["head_saved"] = term_to_json(c.head_saved);
+  if (c.moments) {
+    Json before = Json::array(), after = Json::array();
+    for (const MomentFit& m : c.moments->before_gradient) before.push_back(moment_to_json(m));
+    for (const MomentFit& m : c.moments->after_gradient) after.push_back(moment_to_json(m));
+    j["moments"] = {{"head", moment_to_json(c.moments->head)}, {"before_gradient", before}, {"after_gradient", after}};
+  }
   Json slots = Json::object();
   for (const auto& [slot, bytes] : c.adapter_gradient_bytes) slots[slot] = bytes;
   j["adapter_gradient_bytes"] = slots;
@@ -305,6 +617,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
     row["trace"] = r.trace;
     row["wave"] = r.wave;
     row["tokens"] = r.tokens;
+    row["square_tokens"] = r.square_tokens;
     row["cold"] = r.cold;
     for (const TermResidual& t : r.terms)
       row[t.term] = {{"measured_bytes", t.measured}, {"fitted_bytes", t.fitted}, {"residual_bytes", t.residual()}};
@@ -318,7 +631,10 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   const std::string where = "calibration";
   if (!j.is_object() || j.value("format", "") != "peakscope-calibration")
     throw CalibrationError("not a peakscope calibration (no \"format\": \"peakscope-calibration\")");
-  if (count(j, "version", where) != 1) throw CalibrationError("calibration.version: only version 1 is known");
+  const uint64_t version = count(j, "version", where);
+  if (version != 1 && version != 2)
+    throw CalibrationError("calibration.version: " + std::to_string(version) +
+                           " is not known (this build reads versions 1 and 2)");
   Calibration c;
   c.layers = static_cast<int32_t>(count(j, "layers", where));
   if (c.layers > kMaxLayer) throw CalibrationError("calibration.layers: too many layers");
@@ -340,6 +656,22 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.input_gradient = term_from_json(field(j, "input_gradient", where), where + ".input_gradient");
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
+  if (version >= 2 && j.contains("moments") && !j["moments"].is_null()) {
+    const Json& m = j["moments"];
+    const std::string at = where + ".moments";
+    MomentFits fits;
+    fits.head = moment_from_json(field(m, "head", at), at + ".head");
+    const size_t layers = static_cast<size_t>(c.layers);
+    for (const char* kind : {"before_gradient", "after_gradient"}) {
+      const Json& list = field(m, kind, at);
+      const std::string here = at + "." + kind;
+      if (!list.is_array() || list.size() != layers)
+        throw CalibrationError(here + ": must have one entry per layer (" + std::to_string(layers) + ")");
+      std::vector<MomentFit>& into = std::string(kind) == "before_gradient" ? fits.before_gradient : fits.after_gradient;
+      for (size_t i = 0; i < layers; ++i) into.push_back(moment_from_json(list[i], here + "[" + std::to_string(i) + "]"));
+    }
+    c.moments = std::move(fits);
+  }
   const Json& slots = field(j, "adapter_gradient_bytes", where);
   if (!slots.is_object()) throw CalibrationError("calibration.adapter_gradient_bytes: must be an object");
   for (auto it = slots.begin(); it != slots.end(); ++it)
@@ -350,6 +682,20 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
   c.waves = count(j, "waves", where);
   return c;
+}
+
+Calibration read_calibration(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CalibrationError(path + ": cannot read: " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  const Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw CalibrationError(path + ": not valid JSON");
+  try {
+    return calibration_from_json(j);
+  } catch (const CalibrationError& e) {
+    throw CalibrationError(path + ": " + e.what());
+  }
 }
 
 }  // namespace psc

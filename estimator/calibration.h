@@ -2,12 +2,13 @@
 // (DESIGN.md "The pricing model"; issue 5). What `peakscope calibrate` writes
 // and `peakscope check` prices with.
 //
-// Token-dependent terms (each layer's boundary, the workspace of the
+// Size-dependent terms (each layer's boundary, the workspace of the
 // recomputed layer, the input gradient, the head/output term, the head state
-// of a group not yet run) are fitted as intercept + per_token × tokens: the
-// upper envelope of the waves given (the line on or above every one of them
-// with the least total excess), so the calibrated term never falls below a
-// wave it has seen.
+// of a group not yet run, and what is live together at each moment of the
+// backward) are fitted by estimator/growth.h: linear or quadratic in the
+// group's tokens and squared sequence lengths, chosen from the data, the
+// upper envelope of the waves given, so the calibrated term never falls below
+// a wave it has seen.
 // Residuals (measured − line) are kept per wave and term, so a miss on a
 // held-out wave can be traced to the term that caused it.
 //
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/growth.h"
 #include "estimator/liveness.h"
 
 namespace psc {
@@ -34,21 +36,6 @@ class CalibrationError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-struct LinearTerm {
-  double intercept = 0;  // bytes
-  double per_token = 0;  // bytes per token
-  uint64_t margin_bytes = 0;
-  size_t points = 0;
-  double max_abs_residual = 0;  // largest |measured − line| over the points
-
-  double line(int64_t tokens) const { return intercept + per_token * static_cast<double>(tokens); }
-  // ceil(line) + margin, never negative.
-  uint64_t bytes_at(int64_t tokens) const;
-};
-
-// The upper envelope of the points; one distinct token count gives a flat line at its largest value.
-LinearTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes);
 
 // One wave's term, as measured and as the fitted line (before the margin) says.
 struct TermResidual {
@@ -61,25 +48,61 @@ struct WaveResiduals {
   std::string trace;
   int32_t wave = 0;
   int64_t tokens = 0;
+  double square_tokens = 0;
   bool cold = false;
   std::vector<TermResidual> terms;
+};
+
+// What is live together at one moment of one group's backward beside its
+// boundaries and gradients (WaveLiveness::moment_*), fitted from waves of one
+// group. The moment's value is the largest of its events' (each allocation
+// that raised it), and which event is largest changes with size (a layer's
+// linear activations at short waves, its attention probabilities at long
+// ones): where the calibration waves made the same sequence of events, each
+// event's growth is fitted on its own and the moment is their maximum
+// ("events"; events another one bounds at every size are dropped); where the
+// sequences differ, the maximum is fitted ("maximum").
+struct MomentFit {
+  std::vector<GrowthTerm> events;
+  std::string method;
+  // The values count the layer's own gradients made so far (after-gradient
+  // moments fitted from events): pricing takes the layer's calibrated
+  // gradient off them. Otherwise after-gradient values are already net of it.
+  bool includes_gradient = false;
+  double line(WaveSize size) const;
+  uint64_t bytes_at(WaveSize size) const;
+  // For extrapolation warnings: the events share their sizes.
+  const GrowthTerm* any() const { return events.empty() ? nullptr : &events.front(); }
+};
+
+// The after-gradient moments come from waves that made gradients: fitted like
+// the others from two sizes or more; from one, the before-gradient fit scaled
+// by the largest measured ratio ("scaled before"); from none, equal to the
+// before-gradient fit (no credit, "same as before").
+struct MomentFits {
+  MomentFit head;
+  std::vector<MomentFit> before_gradient;  // per layer
+  std::vector<MomentFit> after_gradient;
 };
 
 struct Calibration {
   int32_t layers = 0;
   double safety_factor = 1.1;
-  std::vector<LinearTerm> boundary;  // per decoder layer, per group's tokens
-  LinearTerm workspace;
+  std::vector<GrowthTerm> boundary;  // per decoder layer, per group's tokens
+  GrowthTerm workspace;
   // What is left of the workspace once the recomputed layer's own gradients are
   // made (the pricing's workspace_after_gradient_bytes), from waves that made
   // adapter gradients. Fitted like the others when those waves have two token
   // counts or more; from one token count, the workspace line scaled by the
   // largest measured ratio. Absent: no such wave, no overlap credit.
-  std::optional<LinearTerm> workspace_after_gradient;
+  std::optional<GrowthTerm> workspace_after_gradient;
   std::string workspace_after_gradient_method;  // "envelope" or "scaled workspace"
-  LinearTerm input_gradient;
-  LinearTerm output;      // per group, from waves of one group
-  LinearTerm head_saved;  // per group: held by each group whose backward has not run
+  GrowthTerm input_gradient;
+  GrowthTerm output;      // per group, from waves of one group
+  GrowthTerm head_saved;  // per group: held by each group whose backward has not run
+  // Absent in calibrations without waves of one group (or written before
+  // moments were measured): prices then charge the sum of the terms' maxima.
+  std::optional<MomentFits> moments;
   std::map<std::string, std::vector<uint64_t>> adapter_gradient_bytes;  // slot → per layer
   uint64_t first_execution_bytes = 0;
   size_t first_execution_pairs = 0;
@@ -105,5 +128,8 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor 
 CalibrationJson calibration_to_json(const Calibration& calibration);
 // Throws CalibrationError naming the field that is missing or wrong.
 Calibration calibration_from_json(const CalibrationJson& json);
+// A cal.json file; throws CalibrationError naming the file (unreadable, not
+// JSON) and the field.
+Calibration read_calibration(const std::string& path);
 
 }  // namespace psc

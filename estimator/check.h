@@ -28,6 +28,7 @@ struct CheckRow {
   std::string trace;
   int32_t wave = 0;
   int64_t tokens = 0;
+  double square_tokens = 0;
   bool cold = false;
   int64_t groups = 1;
   uint64_t measured_peak_bytes = 0;
@@ -37,7 +38,9 @@ struct CheckRow {
   double raw_error = 0;        // raw / measured − 1
   double admitted_error = 0;   // required / measured − 1
   double floor_raw_error = 0;
-  // Per term: measured in this wave versus what the plan charged.
+  // Per term: measured in this wave versus what the plan charged: retained,
+  // pending_gradient, then with moments the moment the price names
+  // ("moment"), without them workspace, input_gradient and output.
   std::vector<TermResidual> terms;
   bool under_estimate(bool floor_only) const {
     return static_cast<uint64_t>((floor_only ? floor_price : price).raw_bytes) < measured_peak_bytes;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -71,6 +72,7 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
 
   std::vector<Made> made;
   std::vector<std::vector<uint64_t>> gradient_live_at_start;  // [wave][layer]
+  std::vector<uint64_t> gradient_live_at_start_die;           // [wave]: when the first of them dies
   std::array<uint64_t, kCategoryCount> category_allocations{};
   std::array<uint64_t, kCategoryCount> category_bytes{};
   int32_t max_layer = -1;
@@ -84,6 +86,9 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
       if (l.end.kind != EndKind::kStillLive && l.end.ordinal < w.begin_ordinal) break;
       const size_t wi = static_cast<size_t>(w.index);
       if (gradient_live_at_start.size() <= wi) gradient_live_at_start.resize(wi + 1);
+      if (gradient_live_at_start_die.size() <= wi) gradient_live_at_start_die.resize(wi + 1, UINT64_MAX);
+      if (l.end.kind != EndKind::kStillLive)
+        gradient_live_at_start_die[wi] = std::min(gradient_live_at_start_die[wi], l.end.ordinal);
       auto& row = gradient_live_at_start[wi];
       if (row.size() <= static_cast<size_t>(layer)) row.resize(static_cast<size_t>(layer) + 1, 0);
       row[static_cast<size_t>(layer)] += l.alloc.bytes;
@@ -126,11 +131,12 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
     int64_t delta;
     Term term;
     int32_t layer;
+    uint64_t end_ordinal = UINT64_MAX;  // of the allocation an allocating step makes
   };
   std::vector<Step> steps;
   steps.reserve(made.size() * 2);
   for (const Made* m : made) {
-    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term, m->layer});
+    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term, m->layer, m->end_ordinal});
     if (m->end_ordinal != UINT64_MAX)
       steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->term, m->layer});
   }
@@ -149,22 +155,61 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   // `with_gradient` the most of (workspace + made_here) while it runs.
   int32_t layer = -1;
   int64_t made_here = 0, with_gradient = 0;
+  int64_t moment_after = -1;  // the most of (rest + made_here) since the layer's first gradient
+  const size_t layers = w->boundary_bytes.size();
+  w->moment_before_gradient_bytes.assign(layers, -1);
+  w->moment_after_gradient_bytes.assign(layers, -1);
+  w->moment_events.assign(1 + layers, {});
+  w->moment_gradient_from.assign(layers, -1);
+  w->moment_event_allocations.assign(layers, {});
   auto close_layer = [&] {
     if (layer >= 0 && made_here > 0)
       w->workspace_after_gradient_bytes =
           std::max(w->workspace_after_gradient_bytes, std::max<int64_t>(0, with_gradient - made_here));
+    if (layer >= 0 && static_cast<size_t>(layer) < layers && moment_after >= 0) {
+      int64_t& after = w->moment_after_gradient_bytes[static_cast<size_t>(layer)];
+      after = std::max(after, std::max<int64_t>(0, moment_after - made_here));
+    }
+  };
+  // What a moment holds beside boundaries, adapter gradients and first-execution allocations.
+  auto rest = [&] {
+    return live[static_cast<size_t>(Term::kWorkspace)] + live[static_cast<size_t>(Term::kInputGradient)] +
+           live[static_cast<size_t>(Term::kOutput)] + live[static_cast<size_t>(Term::kForwardScratch)];
   };
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.term);
     live[t] += s.delta;
     const bool layer_work = s.term == Term::kWorkspace || s.term == Term::kAdapterGradient;
-    if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer) {
+    if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer && s.ordinal >= backward_start) {
       close_layer();
       layer = s.layer;
       made_here = with_gradient = 0;
+      moment_after = -1;
     }
     if (s.term == Term::kAdapterGradient && s.layer == layer && s.delta > 0) made_here += s.delta;
     with_gradient = std::max(with_gradient, live[static_cast<size_t>(Term::kWorkspace)] + made_here);
+    const bool raises_rest = s.delta > 0 && (s.term == Term::kWorkspace || s.term == Term::kInputGradient ||
+                                             s.term == Term::kOutput || s.term == Term::kForwardScratch);
+    if (s.ordinal < backward_start || layer < 0) {
+      w->moment_head_bytes = std::max(w->moment_head_bytes, rest());
+      if (raises_rest) w->moment_events[0].push_back(rest());
+    } else if (static_cast<size_t>(layer) < layers) {
+      const size_t i = static_cast<size_t>(layer);
+      std::vector<int64_t>& events = w->moment_events[1 + i];
+      const bool raises_gradient = s.delta > 0 && s.term == Term::kAdapterGradient && s.layer == layer;
+      if (made_here == 0) {
+        w->moment_before_gradient_bytes[i] = std::max(w->moment_before_gradient_bytes[i], rest());
+      } else {
+        moment_after = std::max(moment_after, rest() + made_here);
+        if (raises_gradient && w->moment_gradient_from[i] < 0)
+          w->moment_gradient_from[i] = static_cast<int64_t>(events.size());
+      }
+      if (raises_rest || raises_gradient) {
+        events.push_back(rest() + made_here);
+        w->moment_event_allocations[i].push_back(
+            {s.ordinal, s.end_ordinal, static_cast<uint64_t>(s.delta), raises_gradient});
+      }
+    }
     if (s.term == Term::kOutput && s.ordinal < backward_start && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
@@ -219,6 +264,44 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
   }
+}
+
+// A cold wave's allocation made in a layer's backward that outlives the
+// wave's other adapter gradients by a whole wave (they die at zero_grad with
+// set_to_none, or in the optimizer; it lives through the next wave that
+// begins after that, or to the end) is no gradient: it is state a new
+// shape's first backward leaves behind (seen on the CPU: a few KiB per new
+// shape in the top layer's backward, freed at exit). By range and lifetime it
+// looks like a gradient, and pricing it as one would take the real gradients'
+// place when it is found live at a later wave's start.
+std::vector<const Made*> leftovers_are_first_execution(const std::vector<Made*>& made,
+                                                       const std::vector<WaveReport>& waves,
+                                                       uint64_t live_gradients_die, WaveLiveness* w) {
+  std::vector<const Made*> out;
+  if (!w->cold) return out;
+  // A wave that accumulates finds the step's gradients live: they die at the
+  // same zero_grad as the ones a wave makes.
+  uint64_t gradients_die = live_gradients_die;
+  for (const Made* m : made)
+    if (m->term == Term::kAdapterGradient) gradients_die = std::min(gradients_die, m->end_ordinal);
+  if (gradients_die == UINT64_MAX) return out;
+  uint64_t next_wave_ends = UINT64_MAX;  // the end of the first wave that begins after they die
+  for (const WaveReport& r : waves) {
+    if (r.span.begin_ordinal > gradients_die) {
+      next_wave_ends = r.span.ended ? r.span.end_ordinal : UINT64_MAX;
+      break;
+    }
+  }
+  for (Made* m : made) {
+    if (m->term != Term::kAdapterGradient) continue;
+    const bool outlives = m->end_ordinal == UINT64_MAX || (next_wave_ends != UINT64_MAX && m->end_ordinal > next_wave_ends);
+    if (!outlives) continue;
+    m->term = Term::kFirstExecution;
+    w->first_execution_bytes += m->bytes;
+    if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
+    out.push_back(m);
+  }
+  return out;
 }
 
 // In a split wave, autograd holds each parameter's gradient from the child
@@ -278,11 +361,32 @@ std::vector<WaveLiveness::Child> children_of(const WavePayload& p) {
   return out;
 }
 
+// A packed wave's sequence lengths (payload "sequence_lengths"): kept only
+// when every one is a positive integer and they add up to the wave's tokens.
+std::vector<int64_t> sequence_lengths_of(const WavePayload& p, int64_t tokens) {
+  const nlohmann::json j = nlohmann::json::parse(p.raw, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("sequence_lengths") || !j["sequence_lengths"].is_array()) return {};
+  std::vector<int64_t> out;
+  int64_t sum = 0;
+  for (const nlohmann::json& v : j["sequence_lengths"]) {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > tokens) return {};
+    out.push_back(v.get<int64_t>());
+    sum += out.back();
+  }
+  return sum == tokens ? out : std::vector<int64_t>{};
+}
+
 WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   WaveLiveness w;
   w.index = r.span.index;
   const WavePayload& p = r.span.payload;
   w.tokens = p.tokens.value_or(0);
+  w.sequence_lengths = sequence_lengths_of(p, w.tokens);
+  w.square_tokens = static_cast<double>(w.tokens) * static_cast<double>(w.tokens);
+  if (!w.sequence_lengths.empty()) {
+    w.square_tokens = 0;
+    for (int64_t l : w.sequence_lengths) w.square_tokens += static_cast<double>(l) * static_cast<double>(l);
+  }
   w.cold = p.cold.value_or(false);
   w.groups = p.groups.value_or(1);
   w.slots = p.slots;
@@ -382,11 +486,24 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   for (size_t i = 0; i < out.waves.size(); ++i) {
     WaveLiveness& cold = out.waves[i];
     if (!cold.cold) continue;
+    const uint64_t live_die = i < pass.gradient_live_at_start_die.size() ? pass.gradient_live_at_start_die[i] : UINT64_MAX;
+    std::vector<const Made*> not_gradients = leftovers_are_first_execution(by_wave[i], analysis.waves, live_die, &cold);
     for (size_t j = 0; j < out.waves.size(); ++j) {
       if (j == i || out.waves[j].cold || !same_shape(cold, out.waves[j])) continue;
       cold.warm_twin = out.waves[j].index;
       pair_first_execution(by_wave[i], by_wave[j], &cold);
       break;
+    }
+    // Later waves found them live as if they were gradients: no longer.
+    for (const Made* m : not_gradients) {
+      for (size_t j = 0; j < analysis.waves.size() && j < pass.gradient_live_at_start.size(); ++j) {
+        std::vector<uint64_t>& row = pass.gradient_live_at_start[j];
+        const size_t layer = static_cast<size_t>(m->layer);
+        const uint64_t begin = analysis.waves[j].span.begin_ordinal;
+        const bool live_at_begin = m->alloc_ordinal < begin && m->end_ordinal > begin;
+        if (!live_at_begin || m->layer < 0 || layer >= row.size()) continue;
+        row[layer] -= std::min(row[layer], m->bytes);
+      }
     }
   }
 

@@ -61,6 +61,11 @@ TermOf term_of(const Attribution& attribution, const AllocationFacts& facts);
 struct WaveLiveness {
   int32_t index = 0;
   int64_t tokens = 0;  // from the payload; 0 when it has none
+  // The payload's sequence_lengths when they add up to tokens (a packed
+  // wave); empty otherwise. square_tokens: the sum of their squares, or
+  // tokens² for a wave of one sequence.
+  std::vector<int64_t> sequence_lengths;
+  double square_tokens = 0;
   bool cold = false;
   int64_t groups = 1;
   std::vector<std::string> slots;
@@ -100,6 +105,37 @@ struct WaveLiveness {
   // gradients made so far) while the layer runs, less the layer's gradients,
   // over the layers that made gradients in this wave. -1: none did.
   int64_t workspace_after_gradient_bytes = -1;
+  // What is live together at each moment of the backward beside boundaries,
+  // adapter gradients and first-execution allocations (workspace, input
+  // gradient, output, forward scratch): the pricing's moments
+  // (docs/pricing.md). `moment_head_bytes` is the most before the first
+  // layer's recompute (the head's forward and backward, all boundaries live);
+  // per layer, the most while it recomputes and runs its backward before its
+  // own gradients are made, and the most of (that + its gradients made so
+  // far) once they are, less its gradients. -1: the moment was not seen.
+  int64_t moment_head_bytes = -1;
+  std::vector<int64_t> moment_before_gradient_bytes;
+  std::vector<int64_t> moment_after_gradient_bytes;
+  // The value of each moment after every allocation that raised it, in
+  // order: [0] the head, [1 + i] layer i's recompute and backward, counting
+  // the layer's own gradients made so far (an accumulating wave's temporary
+  // gradients are workspace: the two line up). The same program at another
+  // size makes the same sequence, so calibration can follow each event's
+  // growth rather than the maximum's, whose event changes with size.
+  // moment_gradient_from[i]: the first of layer i's events with its own
+  // gradients made (-1: the wave made none there).
+  std::vector<std::vector<int64_t>> moment_events;
+  std::vector<int64_t> moment_gradient_from;
+  // Per layer, the allocation behind each event: where the wave made the
+  // layer's own gradient, an accumulating wave of another size makes a
+  // temporary of the same size at the same event, freed soon after.
+  struct EventAllocation {
+    uint64_t ordinal = 0;
+    uint64_t end_ordinal = UINT64_MAX;
+    uint64_t bytes = 0;
+    bool gradient = false;
+  };
+  std::vector<std::vector<EventAllocation>> moment_event_allocations;
 
   // Every allocation made in the wave, by term: total bytes and count.
   std::array<uint64_t, kTermCount> made_bytes{};

@@ -100,7 +100,7 @@ int cmd_calibrate(int argc, char** argv) {
   out.flush();
   if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
   if (calibration.workspace_after_gradient) {
-    const LinearTerm& a = *calibration.workspace_after_gradient;
+    const GrowthTerm& a = *calibration.workspace_after_gradient;
     std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,
                 a.per_token, calibration.workspace_after_gradient_method.c_str(), a.points);
   } else {

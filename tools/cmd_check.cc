@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -60,16 +61,10 @@ CheckOptions parse(int argc, char** argv) {
 }
 
 Calibration load_calibration(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    return calibration_from_json(Json::parse(text.str()));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+    return read_calibration(path);
   } catch (const CalibrationError& e) {
-    throw UsageError(fmt::format("{}: {}", path, e.what()));
+    throw UsageError(e.what());
   }
 }
 
@@ -112,13 +107,27 @@ Json row_to_json(const CheckRow& r, bool floor_only) {
   j["floor_raw_error"] = r.floor_raw_error;
   j["peak_range"] = r.peak_range;
   j["peak_layer"] = p.peak.layer;
+  j["square_tokens"] = r.square_tokens;
+  if (p.peak.moment != pricing::Moment::kNone) {
+    j["peak_moment"] = pricing::moment_name(p.peak.moment);
+    j["peak_moment_bytes"] = p.peak.moment_bytes;
+  }
   Json terms = Json::object();
   for (const TermResidual& t : r.terms)
     terms[t.term] = {{"measured_bytes", t.measured}, {"priced_bytes", t.fitted}, {"over_bytes", -t.residual()}};
   terms["adapter_gradient_priced_bytes"] = p.components.adapter_gradient;
+  terms["moment_priced_bytes"] = p.components.moment;
   terms["transient_priced_bytes"] = p.components.transient;
   j["terms"] = terms;
   return j;
+}
+
+// Where the price puts the peak: the layer and, with moments, which moment.
+std::string priced_peak(const pricing::Price& p) {
+  std::string where = p.peak.layer >= 0 ? fmt::format("layer.{}", p.peak.layer) : std::string("head");
+  if (p.peak.group < 0) return "-";
+  if (p.peak.moment != pricing::Moment::kNone) where += std::string(" ") + pricing::moment_name(p.peak.moment);
+  return where;
 }
 
 void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summary& cold, const Summary& warm) {
@@ -145,9 +154,14 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
         static_cast<long long>(r.floor_price.raw_bytes), r.floor_raw_error * 100,
         r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(), r.under_estimate(floor_only) ? "  UNDER" : "");
   }
-  std::printf("\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave)\n");
-  std::printf("%-6s %5s %6s %12s %12s %14s %12s %16s %12s\n", "trace", "wave", "tokens", "retained", "workspace",
-              "input_gradient", "output", "pending_gradient", "coincidence");
+  std::printf(
+      "\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave, or for "
+      "\"moment\" what the wave held beside boundaries and gradients at the moment the price names)\n");
+  std::printf("%-6s %5s %6s %12s %16s %12s %14s %12s %12s %12s  %s\n", "trace", "wave", "tokens", "retained",
+              "pending_gradient", "workspace", "input_gradient", "output", "moment", "coincidence", "priced peak");
+  static const char* const kColumns[] = {"retained", "pending_gradient", "workspace", "input_gradient", "output",
+                                         "moment"};
+  static const int kWidths[] = {12, 16, 12, 14, 12, 12};
   last_trace.clear();
   trace_index = -1;
   for (const CheckRow& r : rows) {
@@ -156,18 +170,23 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
       ++trace_index;
     }
     std::printf("%-6d %5d %6lld", trace_index, r.wave, static_cast<long long>(r.tokens));
-    const int widths[] = {12, 12, 14, 12, 16};
     double terms_over = 0;
-    for (size_t i = 0; i < r.terms.size() && i < 5; ++i) {
-      const long long over = std::llround(-r.terms[i].residual());
+    for (size_t c = 0; c < std::size(kColumns); ++c) {
+      auto it = std::find_if(r.terms.begin(), r.terms.end(), [&](const TermResidual& t) { return t.term == kColumns[c]; });
+      if (it == r.terms.end()) {
+        std::printf(" %*s", kWidths[c], "-");
+        continue;
+      }
+      const long long over = std::llround(-it->residual());
       terms_over += static_cast<double>(over);
-      std::printf(" %*lld", widths[i], over);
+      std::printf(" %*lld", kWidths[c], over);
     }
     // The rest of the over-estimate: terms charged together whose maxima
     // the wave did not reach at the same time (and the adapter term's shape).
     const pricing::Price& p = floor_only ? r.floor_price : r.price;
-    std::printf(" %12lld\n", std::llround(static_cast<double>(p.raw_bytes) -
-                                          static_cast<double>(r.measured_peak_bytes) - terms_over));
+    std::printf(" %12lld  %s\n",
+                std::llround(static_cast<double>(p.raw_bytes) - static_cast<double>(r.measured_peak_bytes) - terms_over),
+                priced_peak(p).c_str());
   }
   std::printf("\n%s prices\n", floor_only ? "floor-only" : "full");
   for (const auto& [name, s] : {std::pair<const char*, const Summary&>{"cold", cold}, {"warm", warm}})

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <charconv>
 #include <cstring>
 #include <fstream>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "estimator/calibration.h"
 #include "estimator/plan.h"
+#include "estimator/predict_json.h"
 #include "estimator/price_json.h"
 #include "estimator/pricing_fingerprint.h"
 #include "estimator/report_replay.h"
@@ -71,13 +74,18 @@ void print_price_table(const Json& price, const std::string& indent) {
   std::string slots;
   for (const Json& s : c["adapter_gradient_slots"]) slots += (slots.empty() ? "" : ", ") + s.get<std::string>();
   row("adapter_gradient", c["adapter_gradient"], slots.empty() ? "no pending gradients" : "slots: " + slots);
+  if (c.contains("moment")) row("moment", c["moment"], "what the worst moment adds (docs/pricing.md)");
   row("transient", c["transient"], "");
   row("raw", price["raw_bytes"], "compare with a measured peak");
   row("required", price["required_bytes"], "raw x safety factor");
   const Json& group = price["peak_group"];
   const Json& layer = price["peak_layer"];
-  fmt::print("{}peak: group {}, layer {}\n", indent, group.is_null() ? "(none)" : group.get<std::string>(),
-             layer.is_null() ? "(none)" : std::to_string(layer.get<int>()));
+  std::string moment;
+  if (price.contains("peak_moment"))
+    moment = fmt::format(", {} (it holds {} bytes beside boundaries and gradients)",
+                         price["peak_moment"].get<std::string>(), price["peak_moment_bytes"].get<std::int64_t>());
+  fmt::print("{}peak: group {}, layer {}{}\n", indent, group.is_null() ? "(none)" : group.get<std::string>(),
+             layer.is_null() ? "(none)" : std::to_string(layer.get<int>()), moment);
 }
 
 void print_admission(const std::string& path, const Json& admission) {
@@ -99,9 +107,176 @@ void print_admission(const std::string& path, const Json& admission) {
   }
 }
 
+// ---- prices from a calibration (estimator/predict.h) ----------------------------
+
+constexpr const char* kCalibratedUsage =
+    "usage: peakscope price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold]\n"
+    "                       [--gradients-exist] [--json]\n"
+    "       peakscope price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N]\n"
+    "                       [--slots A,B] [--cold] [--gradients-exist] [--json]\n"
+    "BYTES may end in KiB, MiB, GiB or TiB";
+
+std::int64_t parse_count(const std::string& option, const std::string& text) {
+  std::int64_t value = -1;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0 || text.empty())
+    throw UsageError(fmt::format("{}: '{}' must be a non-negative integer", option, text));
+  return value;
+}
+
+// Bytes, optionally with a binary unit: 80GiB, 64MiB, 4096.
+pricing::Bytes parse_bytes(const std::string& option, const std::string& text) {
+  static const std::pair<const char*, int> kUnits[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  for (const auto& [unit, shift] : kUnits) {
+    const size_t n = std::strlen(unit);
+    if (text.size() > n && text.compare(text.size() - n, n, unit) == 0) {
+      const std::int64_t value = parse_count(option, text.substr(0, text.size() - n));
+      if (value > (std::int64_t{1} << (62 - shift))) throw UsageError(fmt::format("{}: '{}' is too large", option, text));
+      return value << shift;
+    }
+  }
+  return parse_count(option, text);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+struct CalibratedOptions {
+  std::string calibration;
+  std::optional<std::int64_t> tokens;
+  std::optional<pricing::Bytes> budget;
+  std::int64_t max_sequence_length = 0;
+  std::int64_t max_tokens = std::int64_t{1} << 20;
+  WaveRequest request;
+  bool json = false;
+};
+
+CalibratedOptions parse_calibrated(int argc, char** argv) {
+  CalibratedOptions o;
+  auto value = [&](int& i, const std::string& option) -> std::string {
+    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value\n{}", option, kCalibratedUsage));
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--calibration") {
+      o.calibration = value(i, a);
+    } else if (a == "--tokens") {
+      o.tokens = parse_count(a, value(i, a));
+    } else if (a == "--sequences") {
+      for (const std::string& l : split_list(value(i, a))) o.request.sequence_lengths.push_back(parse_count(a, l));
+    } else if (a == "--slots") {
+      for (const std::string& slot : split_list(value(i, a))) {
+        if (slot.empty()) throw UsageError("--slots: an empty slot name");
+        o.request.slots.push_back(slot);
+      }
+    } else if (a == "--budget") {
+      o.budget = parse_bytes(a, value(i, a));
+    } else if (a == "--max-sequence-length") {
+      o.max_sequence_length = parse_count(a, value(i, a));
+    } else if (a == "--max-tokens") {
+      o.max_tokens = parse_count(a, value(i, a));
+      if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
+        throw UsageError("--max-tokens: must be from 1 to 2^40");
+    } else if (a == "--cold") {
+      o.request.cold = true;
+    } else if (a == "--gradients-exist") {
+      o.request.gradients_exist = true;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "-h" || a == "--help") {
+      throw UsageError(kCalibratedUsage);
+    } else {
+      throw UsageError(fmt::format("unknown argument '{}'\n{}", a, kCalibratedUsage));
+    }
+  }
+  if (o.tokens.has_value() == o.budget.has_value())
+    throw UsageError(fmt::format("give --tokens N (a price) or --budget BYTES (the largest wave)\n{}", kCalibratedUsage));
+  if (o.budget && !o.request.sequence_lengths.empty())
+    throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
+  if (o.tokens) o.request.tokens = *o.tokens;
+  return o;
+}
+
+void print_warnings(const Json& warnings) {
+  for (const Json& w : warnings) fmt::print("warning: {}\n", w.get<std::string>());
+}
+
+void print_prediction(const std::string& path, const Json& p) {
+  const Json& r = p["request"];
+  std::string slots;
+  for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
+  const size_t sequences = r["sequence_lengths"].empty() ? 1 : r["sequence_lengths"].size();
+  fmt::print("{}: {} tokens in {} sequence{}, slots {}, {}{}; priced at its {}\n", path,
+             r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s", slots.empty() ? "(the calibrated one)" : slots,
+             r["cold"].get<bool>() ? "cold" : "warm",
+             r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
+             p["pricing"].get<std::string>());
+  print_price_table(p, "");
+  print_warnings(p["warnings"]);
+}
+
+int price_from_calibration(int argc, char** argv) {
+  CalibratedOptions o = parse_calibrated(argc, argv);
+  if (o.calibration.empty()) throw UsageError(kCalibratedUsage);
+  Calibration calibration;
+  try {
+    calibration = read_calibration(o.calibration);
+  } catch (const CalibrationError& e) {
+    throw UsageError(e.what());
+  }
+  try {
+    if (o.tokens) {
+      const Json result = prediction_to_json(calibration, o.request, predict(calibration, o.request));
+      if (o.json) {
+        fmt::print("{}\n", result.dump(2));
+      } else {
+        print_prediction(o.calibration, result);
+      }
+      return kExitOk;
+    }
+    const pricing::Admission admission =
+        admit_wave(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget);
+    const Json result = wave_admission_to_json(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget,
+                                               admission);
+    if (o.json) {
+      fmt::print("{}\n", result.dump(2));
+      return kExitOk;
+    }
+    fmt::print("{}: budget {} bytes ({} MiB), waves of 1..{} tokens{}\n", o.calibration, *o.budget, mib(*o.budget),
+               o.max_tokens,
+               o.max_sequence_length > 0 ? fmt::format(" packed in sequences of at most {}", o.max_sequence_length)
+                                         : std::string(" in one sequence"));
+    if (admission.tokens == 0) {
+      fmt::print("not even 1 token fits\n");
+      return kExitOk;
+    }
+    fmt::print("largest wave that fits in {} MiB: {} tokens ({} prices searched)\n", mib(*o.budget), admission.tokens,
+               admission.search_prices);
+    if (admission.next_required_bytes)
+      fmt::print("{} tokens would need {} bytes\n", admission.tokens + 1, *admission.next_required_bytes);
+    print_price_table(result["price"], "  ");
+    print_warnings(result["price"]["warnings"]);
+  } catch (const PredictError& e) {
+    throw UsageError(fmt::format("{}: {}", o.calibration, e.what()));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_price(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--calibration") return price_from_calibration(argc, argv);
   std::optional<std::string> plan_path;
   std::optional<std::string> report_path;
   std::optional<pricing::Bytes> budget;

@@ -7,7 +7,7 @@ namespace psc {
 namespace {
 
 TEST(CalibrationFit, ExactLine) {
-  const LinearTerm t = fit_linear({10, 20, 40}, {1100, 2100, 4100});
+  const GrowthTerm t = fit_linear({10, 20, 40}, {1100, 2100, 4100});
   EXPECT_NEAR(t.per_token, 100, 1e-9);
   EXPECT_NEAR(t.intercept, 100, 1e-6);
   EXPECT_EQ(t.margin_bytes, 0u);
@@ -21,7 +21,7 @@ TEST(CalibrationFit, ExactLine) {
 TEST(CalibrationFit, EnvelopeCoversEveryPointWithLeastExcess) {
   const std::vector<int64_t> tokens{32, 128, 384, 32};
   const std::vector<uint64_t> bytes{172032, 737280, 2211840, 172032};
-  const LinearTerm t = fit_linear(tokens, bytes);
+  const GrowthTerm t = fit_linear(tokens, bytes);
   EXPECT_NEAR(t.per_token, 5760, 1e-6);
   EXPECT_NEAR(t.intercept, 0, 1e-3);
   for (size_t i = 0; i < tokens.size(); ++i) EXPECT_GE(t.bytes_at(tokens[i]), bytes[i]);
@@ -30,7 +30,7 @@ TEST(CalibrationFit, EnvelopeCoversEveryPointWithLeastExcess) {
 }
 
 TEST(CalibrationFit, OneTokenCountIsFlatAtItsLargest) {
-  const LinearTerm t = fit_linear({64, 64}, {500, 700});
+  const GrowthTerm t = fit_linear({64, 64}, {500, 700});
   EXPECT_EQ(t.per_token, 0);
   EXPECT_EQ(t.bytes_at(1000), 700u);
   EXPECT_EQ(fit_linear({}, {}).bytes_at(10), 0u);
@@ -40,7 +40,7 @@ TEST(CalibrationFit, OneTokenCountIsFlatAtItsLargest) {
 TEST(CalibrationFit, ConcavePointsAreCovered) {
   const std::vector<int64_t> tokens{10, 20, 30};
   const std::vector<uint64_t> bytes{100, 300, 350};
-  const LinearTerm t = fit_linear(tokens, bytes);
+  const GrowthTerm t = fit_linear(tokens, bytes);
   for (size_t i = 0; i < tokens.size(); ++i) EXPECT_GE(t.bytes_at(tokens[i]), bytes[i]) << tokens[i];
 }
 

@@ -9,11 +9,11 @@ namespace {
 Calibration two_layers() {
   Calibration c;
   c.layers = 2;
-  c.boundary = {LinearTerm{0, 10, 0, 2, 0}, LinearTerm{0, 10, 0, 2, 0}};
-  c.workspace = LinearTerm{0, 4, 0, 2, 0};
-  c.input_gradient = LinearTerm{0, 20, 0, 2, 0};
-  c.output = LinearTerm{0, 10, 0, 2, 0};
-  c.head_saved = LinearTerm{0, 3, 0, 2, 0};
+  c.boundary = {GrowthTerm{0, 10, 0, 2, 0}, GrowthTerm{0, 10, 0, 2, 0}};
+  c.workspace = GrowthTerm{0, 4, 0, 2, 0};
+  c.input_gradient = GrowthTerm{0, 20, 0, 2, 0};
+  c.output = GrowthTerm{0, 10, 0, 2, 0};
+  c.head_saved = GrowthTerm{0, 3, 0, 2, 0};
   c.adapter_gradient_bytes["a"] = {20, 20};
   c.first_execution_bytes = 7;
   return c;
@@ -110,9 +110,9 @@ TEST(CheckPlan, SplitOfDifferentSlotSetsKeepsOneForwardPerChild) {
 TEST(CheckPlan, OverlapCreditComesFromTheCalibrationCappedAtTheWorkspace) {
   Calibration c = two_layers();
   EXPECT_FALSE(plan_for_wave(c, wave(30, 1, {"a"}), false).forwards[0].workspace_after_gradient_bytes);
-  c.workspace_after_gradient = LinearTerm{0, 1, 0, 2, 0};
+  c.workspace_after_gradient = GrowthTerm{0, 1, 0, 2, 0};
   EXPECT_EQ(plan_for_wave(c, wave(30, 1, {"a"}), false).forwards[0].workspace_after_gradient_bytes, 30);
-  c.workspace_after_gradient = LinearTerm{0, 9, 0, 2, 0};  // above the workspace line: capped
+  c.workspace_after_gradient = GrowthTerm{0, 9, 0, 2, 0};  // above the workspace line: capped
   EXPECT_EQ(plan_for_wave(c, wave(30, 1, {"a"}), false).forwards[0].workspace_after_gradient_bytes, 120);
 }
 

@@ -179,7 +179,7 @@ TEST(LivenessGolden, CalibrateFitsTermsExactly) {
   write_steps(b.path, 20, 2);
   const Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
   ASSERT_EQ(c.layers, 2);
-  for (const LinearTerm& t : c.boundary) {
+  for (const GrowthTerm& t : c.boundary) {
     EXPECT_NEAR(t.per_token, 10.0, 1e-9);
     EXPECT_NEAR(t.intercept, 0.0, 1e-6);
     EXPECT_EQ(t.margin_bytes, 0u);
@@ -205,7 +205,10 @@ TEST(LivenessGolden, CheckPricesAHeldOutWave) {
   write_steps(a.path, 10, 2);
   write_steps(b.path, 20, 2);
   write_steps(held.path, 30, 2);
-  const Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
+  // The sum of the terms' maxima (no moments): the design's price.
+  Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
+  ASSERT_TRUE(c.moments.has_value());
+  c.moments.reset();
   const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
   ASSERT_EQ(rows.size(), 4u);
   const CheckRow& r = rows[2];  // warm, 30 tokens, pending gradients
@@ -230,35 +233,92 @@ TEST(LivenessGolden, CheckPricesAHeldOutWave) {
 }
 
 TEST(LivenessGolden, WorkspaceShrunkBeforeTheGradientEarnsAnOverlapCredit) {
-  TempTrace a("o10"), b("o20"), held("o30");
+  TempTrace a("o10"), b("o20"), held("o15");
   write_steps(a.path, 10, 2, true);
   write_steps(b.path, 20, 2, true);
-  write_steps(held.path, 30, 2, true);
+  write_steps(held.path, 15, 2, true);
   const Liveness la = analyze_liveness(a.path);
   // Each layer frees its workspace (4t) before it makes its gradient (20):
   // 4t, then 20 -> at most 4t, less the 20 made: 4t - 20 left.
   EXPECT_EQ(la.waves[2].workspace_after_gradient_bytes, 20);
-  const Calibration c = calibrate({la, analyze_liveness(b.path)});
+  // The overlap credit prices waves of calibrations without moments.
+  Calibration c = calibrate({la, analyze_liveness(b.path)});
+  c.moments.reset();
   ASSERT_TRUE(c.workspace_after_gradient.has_value());
   EXPECT_EQ(c.workspace_after_gradient_method, "envelope");
   EXPECT_NEAR(c.workspace_after_gradient->per_token, 4.0, 1e-9);
   EXPECT_NEAR(c.workspace_after_gradient->intercept, -20.0, 1e-6);
-  // Held out, 30 tokens: workspace 120, 100 left -> credit min(20, 20) = 20 on
-  // the top layer's own gradient: adapter 0 instead of 20. With W1 freed first
-  // the backward peaks at E + X1 + G + gradient + IG1 = 1220, below the head's
-  // moment (E, X1, X2, logits 90, G: 1290), which is the wave's peak.
+  // Held out, 15 tokens (inside the calibrated sizes, where both gradient
+  // waves' lines are exact): workspace 60, 40 left -> credit min(20, 20) = 20
+  // on the top layer's own gradient: adapter 0 instead of 20. With W1 freed
+  // first the backward peaks at E + X1 + G + gradient + IG1 = 620, below the
+  // head's moment (E, X1, X2, logits 45, G: 645), which is the wave's peak.
   const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[2].price.components.adapter_gradient, 0);
-  EXPECT_EQ(rows[2].measured_peak_bytes, 1290u);
-  // retained 600 + workspace 120 + input gradient 600 + output 0 + adapter 0.
-  EXPECT_EQ(rows[2].price.raw_bytes, 1320);
+  EXPECT_EQ(rows[2].measured_peak_bytes, 645u);
+  // retained 300 + workspace 60 + input gradient 300 + output 0 + adapter 0.
+  EXPECT_EQ(rows[2].price.raw_bytes, 660);
   EXPECT_FALSE(rows[2].under_estimate(false));
   // The JSON round trip keeps the term and its method.
   const Calibration back = calibration_from_json(calibration_to_json(c));
   ASSERT_TRUE(back.workspace_after_gradient.has_value());
   EXPECT_EQ(back.workspace_after_gradient->bytes_at(30), c.workspace_after_gradient->bytes_at(30));
   EXPECT_EQ(back.workspace_after_gradient_method, "envelope");
+  ASSERT_TRUE(calibration_from_json(calibration_to_json(calibrate({la, analyze_liveness(b.path)}))).moments);
+}
+
+// The moments of the same step, by hand (t tokens; the wave with gradients),
+// beside the boundaries E and X1: before any layer (the head's forward and
+// backward) X2 10t + logits 3t + G 10t at most: 23t; layer 1
+// while it recomputes: G + W1 4t beside its boundary X1 (= 14t), then its
+// gradient (20) and IG1 10t: 20t beside boundaries and gradients, W1 freed
+// after; layer 0 likewise.
+TEST(LivenessGolden, MomentsOfEachLayerAndTheHead) {
+  TempTrace a("m10");
+  write_steps(a.path, 10, 2);
+  const Liveness l = analyze_liveness(a.path);
+  const WaveLiveness& w = l.waves[2];  // warm, 10 tokens, makes gradients
+  ASSERT_EQ(w.tokens, 10);
+  EXPECT_EQ(w.moment_head_bytes, 230);
+  EXPECT_EQ(w.moment_before_gradient_bytes, (std::vector<int64_t>{140, 140}));
+  // Once its gradient exists: G + W1 + IG1 (+ the gradient, taken off).
+  EXPECT_EQ(w.moment_after_gradient_bytes, (std::vector<int64_t>{240, 240}));
+  // Layer 1's events: W1 (G + W1), its gradient, IG1 (with the gradient).
+  EXPECT_EQ(w.moment_events[2], (std::vector<int64_t>{140, 160, 260}));
+  EXPECT_EQ(w.moment_gradient_from, (std::vector<int64_t>{1, 1}));
+  // The next wave of the step accumulates: no gradient of its own.
+  EXPECT_EQ(l.waves[3].moment_gradient_from, (std::vector<int64_t>{-1, -1}));
+}
+
+TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
+  TempTrace a("w10"), b("w20"), c3("w40"), held("w30");
+  write_steps(a.path, 10, 2);
+  write_steps(b.path, 20, 2);
+  write_steps(c3.path, 40, 2);
+  write_steps(held.path, 30, 2);
+  const Calibration moments = calibrate({analyze_liveness(a.path), analyze_liveness(b.path), analyze_liveness(c3.path)});
+  Calibration summed = moments;
+  summed.moments.reset();
+  const Liveness h = analyze_liveness(held.path);
+  const std::vector<CheckRow> by_moment = check_trace(moments, h);
+  const std::vector<CheckRow> by_sum = check_trace(summed, h);
+  ASSERT_EQ(by_moment.size(), 4u);
+  for (size_t i = 0; i < by_moment.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_FALSE(by_moment[i].under_estimate(false));
+  }
+  // Here every term's maximum falls at that moment, so the sum of maxima is
+  // exact too (CheckPricesAHeldOutWave). Accumulating waves are charged their
+  // gradients' temporaries, which this schedule does not make: no equality there.
+  EXPECT_EQ(by_sum[2].price.raw_bytes, 1340);
+  // The warm gradient wave (30 tokens) peaks while layer 1 has made its
+  // gradient: boundaries E + X1 (600) + gradient 20 + G + W1 + IG1 (720):
+  // 1340, priced exactly at that moment.
+  EXPECT_EQ(by_moment[2].measured_peak_bytes, 1340u);
+  EXPECT_EQ(by_moment[2].price.raw_bytes, 1340);
+  EXPECT_EQ(by_moment[2].price.peak.layer, 1);
+  EXPECT_EQ(by_moment[2].price.peak.moment, pricing::Moment::kAfterGradient);
 }
 
 TEST(LivenessGolden, OneTokenCountScalesTheWorkspaceLine) {
@@ -353,10 +413,10 @@ TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
   write_steps(held.path, 30, 2);
   // One token count: flat lines at the t = 10 (and 20) sizes cannot cover 30.
   Calibration c = calibrate({analyze_liveness(a.path)});
-  c.workspace = LinearTerm{};
-  c.input_gradient = LinearTerm{};
-  c.output = LinearTerm{};
-  for (LinearTerm& t : c.boundary) t = LinearTerm{};
+  c.workspace = GrowthTerm{};
+  c.input_gradient = GrowthTerm{};
+  c.output = GrowthTerm{};
+  for (GrowthTerm& t : c.boundary) t = GrowthTerm{};
   const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
   ASSERT_FALSE(rows.empty());
   EXPECT_TRUE(rows[2].under_estimate(false));

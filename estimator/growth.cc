@@ -1,0 +1,286 @@
+#include "estimator/growth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace psc {
+namespace {
+
+// The largest value measured at each distinct size, and every point (the
+// total excess counts every point, as the calibration's waves weigh).
+struct Data {
+  std::vector<GrowthPoint> tops;
+  std::vector<GrowthPoint> points;
+};
+
+Data data_of(const std::vector<GrowthPoint>& points) {
+  std::map<std::pair<int64_t, double>, uint64_t> top;
+  for (const GrowthPoint& p : points) {
+    auto [it, fresh] = top.emplace(std::make_pair(p.size.tokens, p.size.square_tokens), p.bytes);
+    if (!fresh) it->second = std::max(it->second, p.bytes);
+  }
+  Data d;
+  d.points = points;
+  for (const auto& [key, bytes] : top) d.tops.push_back({{key.first, key.second}, bytes});
+  return d;
+}
+
+bool covers(const GrowthLine& line, const Data& d) {
+  for (const GrowthPoint& p : d.tops) {
+    const double y = static_cast<double>(p.bytes);
+    if (line.at(p.size) < y - 1e-6 * std::max(1.0, y)) return false;
+  }
+  return true;
+}
+
+double excess(const GrowthLine& line, const Data& d) {
+  double sum = 0;
+  for (const GrowthPoint& p : d.points) sum += line.at(p.size) - static_cast<double>(p.bytes);
+  return sum;
+}
+
+// Of the candidates that cover every point, the one with the least excess.
+// The flat line at the largest value always covers.
+struct Best {
+  GrowthLine line;
+  double least = 0;
+  bool any = false;
+  void consider(const GrowthLine& candidate, const Data& d) {
+    if (!std::isfinite(candidate.intercept) || !std::isfinite(candidate.per_token) ||
+        !std::isfinite(candidate.per_square_token) || !covers(candidate, d))
+      return;
+    const double e = excess(candidate, d);
+    if (!any || e < least) {
+      line = candidate;
+      least = e;
+      any = true;
+    }
+  }
+};
+
+GrowthLine flat(const Data& d) {
+  double top = 0;
+  for (const GrowthPoint& p : d.tops) top = std::max(top, static_cast<double>(p.bytes));
+  return {top, 0, 0};
+}
+
+// In one dimension the envelope lies along an edge of the points' upper
+// convex hull: trying the line through every pair of distinct token counts
+// (and the flat line) finds it. A least-squares line lifted by its largest
+// residual would cover the points too, but its slope is pulled by small waves.
+GrowthLine linear_envelope(const Data& d) {
+  Best best;
+  best.consider(flat(d), d);
+  for (size_t a = 0; a < d.tops.size(); ++a) {
+    for (size_t b = a + 1; b < d.tops.size(); ++b) {
+      const GrowthPoint& p = d.tops[a];
+      const GrowthPoint& q = d.tops[b];
+      if (p.size.tokens == q.size.tokens) continue;
+      const double slope = (static_cast<double>(q.bytes) - static_cast<double>(p.bytes)) /
+                           static_cast<double>(q.size.tokens - p.size.tokens);
+      best.consider({static_cast<double>(p.bytes) - slope * static_cast<double>(p.size.tokens), slope, 0}, d);
+    }
+  }
+  return best.line;
+}
+
+// intercept + c × s through two points of different s; c may be negative.
+bool square_line(const GrowthPoint& p, const GrowthPoint& q, GrowthLine& out) {
+  if (p.size.square_tokens == q.size.square_tokens) return false;
+  const double c = (static_cast<double>(q.bytes) - static_cast<double>(p.bytes)) /
+                   (q.size.square_tokens - p.size.square_tokens);
+  out = {static_cast<double>(p.bytes) - c * p.size.square_tokens, 0, c};
+  return true;
+}
+
+// The plane a + b t + c s through three points (Cramer's rule on features
+// scaled to about 1, so the determinant means something).
+bool plane(const GrowthPoint& p, const GrowthPoint& q, const GrowthPoint& r, GrowthLine& out) {
+  const double ts = std::max({1.0, std::abs(static_cast<double>(p.size.tokens)),
+                              std::abs(static_cast<double>(q.size.tokens)), std::abs(static_cast<double>(r.size.tokens))});
+  const double ss = std::max({1.0, p.size.square_tokens, q.size.square_tokens, r.size.square_tokens});
+  const double u[3] = {static_cast<double>(p.size.tokens) / ts, static_cast<double>(q.size.tokens) / ts,
+                       static_cast<double>(r.size.tokens) / ts};
+  const double v[3] = {p.size.square_tokens / ss, q.size.square_tokens / ss, r.size.square_tokens / ss};
+  const double y[3] = {static_cast<double>(p.bytes), static_cast<double>(q.bytes), static_cast<double>(r.bytes)};
+  auto det = [](const double a[3], const double b[3], const double c[3]) {
+    return a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) + a[2] * (b[0] * c[1] - b[1] * c[0]);
+  };
+  // Rows: (1, u_k, v_k); columns as arrays.
+  const double one[3] = {1, 1, 1};
+  const double d = det(one, u, v);
+  if (std::abs(d) < 1e-9) return false;
+  const double a = det(y, u, v) / d;
+  const double b = det(one, y, v) / d;
+  const double c = det(one, u, y) / d;
+  out = {a, b / ts, c / ss};
+  return true;
+}
+
+// The quadratic envelope: growth in s never negative (a term that shrinks
+// with longer sequences is not what memory does), linear candidates included.
+GrowthLine quadratic_envelope(const Data& d) {
+  Best best;
+  best.consider(linear_envelope(d), d);
+  const size_t n = d.tops.size();
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = a + 1; b < n; ++b) {
+      GrowthLine line;
+      if (square_line(d.tops[a], d.tops[b], line) && line.per_square_token >= 0) best.consider(line, d);
+      for (size_t c = b + 1; c < n; ++c) {
+        if (plane(d.tops[a], d.tops[b], d.tops[c], line) && line.per_square_token >= 0) best.consider(line, d);
+      }
+    }
+  }
+  return best.line;
+}
+
+// The largest relative error predicting a calibration size from the others
+// (each size left out in turn); -1 when fewer than `needed` sizes remain.
+template <typename Fit>
+double left_out_error(const Data& d, size_t needed, Fit fit) {
+  if (d.tops.size() < needed + 1) return -1;
+  double worst = 0;
+  for (size_t k = 0; k < d.tops.size(); ++k) {
+    Data rest;
+    for (size_t j = 0; j < d.tops.size(); ++j)
+      if (j != k) rest.tops.push_back(d.tops[j]);
+    for (const GrowthPoint& p : d.points)
+      if (p.size.tokens != d.tops[k].size.tokens || p.size.square_tokens != d.tops[k].size.square_tokens)
+        rest.points.push_back(p);
+    const double y = static_cast<double>(d.tops[k].bytes);
+    const double predicted = fit(rest).at(d.tops[k].size);
+    worst = std::max(worst, std::abs(predicted - y) / std::max(y, 1024.0));
+  }
+  return worst;
+}
+
+// Three sizes leave none out for the quadratic: it is chosen when the line
+// misses a left-out size by more than this.
+constexpr double kLinearTolerance = 0.01;
+
+void finish(const Data& d, GrowthTerm& t) {
+  t.points = d.points.size();
+  t.sizes = d.tops.size();
+  if (!d.tops.empty()) {
+    t.smallest = t.largest = d.tops.front().size;
+    for (const GrowthPoint& p : d.tops) {
+      t.smallest.tokens = std::min(t.smallest.tokens, p.size.tokens);
+      t.largest.tokens = std::max(t.largest.tokens, p.size.tokens);
+      t.smallest.square_tokens = std::min(t.smallest.square_tokens, p.size.square_tokens);
+      t.largest.square_tokens = std::max(t.largest.square_tokens, p.size.square_tokens);
+    }
+  }
+  double above = 0;
+  for (const GrowthPoint& p : d.points) {
+    const double r = static_cast<double>(p.bytes) - t.line(p.size);
+    above = std::max(above, r);
+    t.max_abs_residual = std::max(t.max_abs_residual, std::abs(r));
+  }
+  // Only rounding can leave a point above the envelope; cover it.
+  t.margin_bytes = static_cast<uint64_t>(std::ceil(above));
+}
+
+void set_fit(GrowthTerm& t, const GrowthLine& line) {
+  t.intercept = line.intercept;
+  t.per_token = line.per_token;
+  t.per_square_token = line.per_square_token;
+}
+
+}  // namespace
+
+WaveSize unpacked(int64_t tokens) { return {tokens, static_cast<double>(tokens) * static_cast<double>(tokens)}; }
+
+const char* growth_name(Growth growth) {
+  switch (growth) {
+    case Growth::kFlat: return "flat";
+    case Growth::kLinear: return "linear";
+    case Growth::kQuadratic: return "quadratic";
+    case Growth::kNone: break;
+  }
+  return "none";
+}
+
+Growth growth_from_name(const std::string& name) {
+  for (Growth g : {Growth::kNone, Growth::kFlat, Growth::kLinear, Growth::kQuadratic})
+    if (name == growth_name(g)) return g;
+  throw std::invalid_argument("must be one of none, flat, linear, quadratic");
+}
+
+bool GrowthTerm::outside(WaveSize size) const {
+  if (sizes == 0) return false;
+  const double eps = 1e-9;
+  return size.tokens < smallest.tokens || size.tokens > largest.tokens ||
+         size.square_tokens < smallest.square_tokens * (1 - eps) ||
+         size.square_tokens > largest.square_tokens * (1 + eps);
+}
+
+uint64_t GrowthTerm::bytes_at(WaveSize size) const {
+  double v = std::ceil(line(size));
+  if (has_beyond && (few_sizes() || outside(size))) v = std::max(v, std::ceil(beyond.at(size)));
+  return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
+}
+
+GrowthTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes) {
+  std::vector<GrowthPoint> points;
+  for (size_t i = 0; i < tokens.size() && i < bytes.size(); ++i) points.push_back({unpacked(tokens[i]), bytes[i]});
+  const Data d = data_of(points);
+  GrowthTerm t;
+  if (d.tops.empty()) return t;
+  set_fit(t, linear_envelope(d));
+  t.growth = t.per_token == 0 ? Growth::kFlat : Growth::kLinear;
+  finish(d, t);
+  return t;
+}
+
+GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
+  const Data d = data_of(points);
+  GrowthTerm t;
+  const size_t n = d.tops.size();
+  if (n == 0) return t;
+  if (n == 1) {
+    // One size: flat below it; above, as if it grew with s (the fastest
+    // growth a term here has), never below the flat value.
+    set_fit(t, flat(d));
+    t.growth = Growth::kFlat;
+    const GrowthPoint& p = d.tops.front();
+    if (p.size.square_tokens > 0) {
+      t.has_beyond = true;
+      t.beyond = {0, 0, static_cast<double>(p.bytes) / p.size.square_tokens};
+    }
+    finish(d, t);
+    return t;
+  }
+  const GrowthLine linear = linear_envelope(d);
+  if (n == 2) {
+    set_fit(t, linear);
+    t.growth = linear.per_token == 0 ? Growth::kFlat : Growth::kLinear;
+    GrowthLine through;
+    if (square_line(d.tops[0], d.tops[1], through) && through.per_square_token > 0) {
+      t.has_beyond = true;
+      t.beyond = through;
+    }
+    finish(d, t);
+    return t;
+  }
+  const GrowthLine quadratic = quadratic_envelope(d);
+  t.left_out_error_linear = left_out_error(d, 2, linear_envelope);
+  t.left_out_error_quadratic = left_out_error(d, 3, quadratic_envelope);
+  bool choose_quadratic = false;
+  if (quadratic.per_square_token > 0) {
+    choose_quadratic = t.left_out_error_quadratic >= 0
+                           ? t.left_out_error_quadratic < t.left_out_error_linear
+                           : t.left_out_error_linear > kLinearTolerance;
+  }
+  set_fit(t, choose_quadratic ? quadratic : linear);
+  t.growth = choose_quadratic ? Growth::kQuadratic : (linear.per_token == 0 ? Growth::kFlat : Growth::kLinear);
+  t.has_beyond = true;
+  t.beyond = quadratic;
+  finish(d, t);
+  return t;
+}
+
+}  // namespace psc

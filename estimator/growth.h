@@ -1,0 +1,86 @@
+// How a calibrated quantity grows with the wave (issue 11; docs/accuracy.md).
+//
+// A wave's size is two features of one gradient group: its tokens t, and the
+// sum of its sequences' squared lengths s (t² for one unpacked sequence; what
+// eager attention's saved probabilities grow with). A fitted term is
+//
+//     bytes(t, s) = intercept + per_token × t + per_square_token × s
+//
+// chosen from the data: linear (per_square_token = 0) or quadratic, by the
+// error on a calibration size left out. Every fit is an upper envelope: on or
+// above each calibration point, with the least total excess.
+//
+// Outside the calibrated sizes (and from fewer than three of them, where the
+// growth cannot be told) the term takes the conservative growth: the larger of
+// the chosen fit and `beyond`, the quadratic envelope (one size: the value
+// scaled by s / s0 above it; two sizes: intercept + c × s through both).
+// Such prices carry a warning.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psc {
+
+struct WaveSize {
+  int64_t tokens = 0;
+  double square_tokens = 0;  // sum of squared sequence lengths
+};
+// One sequence of `tokens` tokens.
+WaveSize unpacked(int64_t tokens);
+
+enum class Growth : uint8_t { kNone, kFlat, kLinear, kQuadratic };
+const char* growth_name(Growth growth);
+// Throws std::invalid_argument on a name growth_name does not give.
+Growth growth_from_name(const std::string& name);
+
+struct GrowthLine {
+  double intercept = 0;
+  double per_token = 0;
+  double per_square_token = 0;
+  double at(WaveSize size) const {
+    return intercept + per_token * static_cast<double>(size.tokens) + per_square_token * size.square_tokens;
+  }
+};
+
+struct GrowthTerm {
+  double intercept = 0;  // bytes
+  double per_token = 0;  // bytes per token
+  uint64_t margin_bytes = 0;
+  size_t points = 0;
+  double max_abs_residual = 0;  // largest |measured − fit| over the points
+  double per_square_token = 0;  // bytes per squared token (quadratic growth)
+  Growth growth = Growth::kNone;
+  size_t sizes = 0;  // distinct calibration sizes
+  // The calibrated range, and the conservative growth beyond it.
+  WaveSize smallest, largest;
+  bool has_beyond = false;
+  GrowthLine beyond;
+  // Largest relative error on a left-out calibration size; -1: not measurable.
+  double left_out_error_linear = -1;
+  double left_out_error_quadratic = -1;
+
+  GrowthLine fit() const { return {intercept, per_token, per_square_token}; }
+  double line(WaveSize size) const { return fit().at(size); }
+  double line(int64_t tokens) const { return line(unpacked(tokens)); }
+  // Outside the sizes calibrated (either feature), or calibrated from fewer
+  // than three sizes: a price from it is an extrapolation.
+  bool outside(WaveSize size) const;
+  bool few_sizes() const { return sizes < 3; }
+  // ceil(fit) + margin, never negative; outside, at least the beyond line.
+  uint64_t bytes_at(WaveSize size) const;
+  uint64_t bytes_at(int64_t tokens) const { return bytes_at(unpacked(tokens)); }
+};
+
+struct GrowthPoint {
+  WaveSize size;
+  uint64_t bytes = 0;
+};
+
+GrowthTerm fit_growth(const std::vector<GrowthPoint>& points);
+// The linear envelope in tokens alone (growth linear or flat): the fit of
+// calibrations written before growth was chosen.
+GrowthTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes);
+
+}  // namespace psc

@@ -1,0 +1,290 @@
+#include "estimator/predict.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace psc {
+namespace {
+
+using pricing::Bytes;
+
+Bytes as_bytes(uint64_t v) { return static_cast<Bytes>(std::min<uint64_t>(v, uint64_t{1} << 50)); }
+
+void add_sorted(std::vector<std::string>& into, const std::string& name) {
+  auto it = std::lower_bound(into.begin(), into.end(), name);
+  if (it == into.end() || *it != name) into.insert(it, name);
+}
+
+// Reads calibrated terms at one size, noting each extrapolated one.
+struct Reader {
+  const Calibration& c;
+  Extrapolation* extrapolation;
+  uint64_t at(const char* name, const GrowthTerm& term, WaveSize size) const {
+    if (extrapolation) extrapolation->note(name, term, size);
+    return term.bytes_at(size);
+  }
+  uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
+    if (extrapolation && moment.any()) extrapolation->note(name, *moment.any(), size);
+    return moment.bytes_at(size);
+  }
+};
+
+// What the calibration says is left of the workspace once a layer's own
+// gradients are made, capped at the workspace priced; nullopt without it.
+std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, Bytes workspace) {
+  if (!r.c.workspace_after_gradient) return std::nullopt;
+  return std::min(workspace, as_bytes(r.at("workspace_after_gradient", *r.c.workspace_after_gradient, size)));
+}
+
+// One group's moments at its size, each raised by `everywhere` (held at
+// every moment: head state of groups not run yet) and the layers' by
+// `in_layers` (held while a layer works: a later split child's contribution
+// to a layer's gradient before autograd adds it to the buffer).
+// After-gradient moments are relative to the layer's whole gradient pending
+// (pricing.h): of a layer whose calibrated gradient G is only partly pending
+// (P < G: it exists already), the rest G - P is made as a temporary while the
+// layer works, beside the moment.
+pricing::Moments moments_at(const Reader& r, WaveSize size, uint64_t everywhere, uint64_t in_layers,
+                            const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
+  const MomentFits& m = *r.c.moments;
+  pricing::Moments out;
+  out.head_bytes = as_bytes(r.at("moments.head", m.head, size) + everywhere);
+  for (size_t i = 0; i < m.before_gradient.size(); ++i) {
+    const uint64_t g = i < gradient.size() ? gradient[i] : 0;
+    const uint64_t p = i < pending.size() ? static_cast<uint64_t>(pending[i]) : 0;
+    uint64_t after = r.at("moments.after_gradient", m.after_gradient[i], size);
+    if (m.after_gradient[i].includes_gradient) after -= std::min(after, g);
+    out.before_gradient_bytes.push_back(
+        as_bytes(r.at("moments.before_gradient", m.before_gradient[i], size) + everywhere + in_layers));
+    out.after_gradient_bytes.push_back(as_bytes(after + (g - std::min(g, p)) + everywhere + in_layers));
+  }
+  return out;
+}
+
+bool priced_by_moments(const Calibration& c) {
+  return c.moments && c.moments->before_gradient.size() == static_cast<size_t>(c.layers);
+}
+
+pricing::Group boundaries_at(const Reader& r, WaveSize size) {
+  const size_t layers = static_cast<size_t>(r.c.layers);
+  pricing::Group group;
+  group.boundary_bytes.resize(layers);
+  group.pending_gradient_bytes.assign(layers, 0);
+  for (size_t i = 0; i < layers; ++i) group.boundary_bytes[i] = as_bytes(r.at("boundary", r.c.boundary[i], size));
+  return group;
+}
+
+}  // namespace
+
+void Extrapolation::note(const std::string& term, const GrowthTerm& fit, WaveSize size) {
+  if (fit.sizes == 0) return;  // no points (a zero term), or a calibration that kept no sizes
+  if (fit.few_sizes()) add_sorted(few_sizes, term);
+  if (fit.outside(size)) add_sorted(outside, term);
+}
+
+std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  std::vector<std::string> out;
+  if (!outside.empty()) {
+    const GrowthTerm& w = c.workspace;
+    out.push_back(fmt::format(
+        "outside the calibrated sizes (tokens per group {}..{}): {} priced with the conservative growth",
+        w.smallest.tokens, w.largest.tokens, list(outside)));
+  }
+  if (!few_sizes.empty())
+    out.push_back(fmt::format("calibrated from fewer than 3 sizes, growth not told apart: {} priced with the "
+                              "conservative growth",
+                              list(few_sizes)));
+  return out;
+}
+
+WaveSize group_size(int64_t tokens, double square_tokens, int64_t groups) {
+  groups = std::max<int64_t>(1, groups);
+  return {tokens / groups, square_tokens / static_cast<double>(groups)};
+}
+
+pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
+                                    const std::vector<std::string>& slots, bool floor_only,
+                                    std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation) {
+  const Reader r{c, extrapolation};
+  const size_t layers = static_cast<size_t>(c.layers);
+  groups = std::max<int64_t>(1, groups);
+  const WaveSize size = group_size(whole.tokens, whole.square_tokens, groups);
+  // The head state every group whose backward has not run yet still holds
+  // (all but one, in the worst order).
+  const uint64_t others_head = static_cast<uint64_t>(groups - 1) * r.at("head_saved", c.head_saved, size);
+  pricing::Forward forward;
+  const bool by_moments = priced_by_moments(c);
+  if (by_moments) {
+    forward.output_bytes = as_bytes(others_head);
+  } else {
+    // One group's backward runs at a time: its recompute workspace and the
+    // gradient flowing between its layers are sized by its own tokens.
+    forward.workspace_bytes = as_bytes(r.at("workspace", c.workspace, size));
+    forward.workspace_after_gradient_bytes = workspace_after_gradient(r, size, forward.workspace_bytes);
+    forward.input_gradient_bytes = as_bytes(r.at("input_gradient", c.input_gradient, size));
+    forward.output_bytes = as_bytes(r.at("output", c.output, size) + others_head);
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    pricing::Group group = boundaries_at(r, size);
+    if (static_cast<size_t>(g) < slots.size()) group.slot = slots[static_cast<size_t>(g)];
+    if (group.slot && !floor_only) {
+      const std::vector<uint64_t> slot = c.slot_gradients(*group.slot);
+      for (size_t i = 0; i < layers && i < slot.size(); ++i) {
+        const uint64_t already = std::min(slot[i], live_at_start[i]);
+        live_at_start[i] -= already;
+        group.pending_gradient_bytes[i] = as_bytes(slot[i] - already);
+      }
+    }
+    if (by_moments) {
+      // Floor-only prices ignore gradients, pending or not.
+      const std::vector<uint64_t> gradient =
+          group.slot && !floor_only ? c.slot_gradients(*group.slot) : std::vector<uint64_t>(layers, 0);
+      group.moments = moments_at(r, size, 0, 0, gradient, group.pending_gradient_bytes);
+    }
+    forward.groups.push_back(std::move(group));
+  }
+  return forward;
+}
+
+// A split wave whose children each train the same slots in one group: one
+// backward of their summed loss runs the children's backwards one after the
+// other, the last-forwarded child first (autograd's ready queue prefers the
+// most recently created nodes). The first child to run makes the slot's
+// gradients and autograd holds them in the parameters' input buffers; the
+// children that run later only add to those buffers. So the wave prices as one
+// forward whose gradient groups are its children, the whole slot gradient
+// pending on the last child (pending even when .grad exists: the buffers are
+// new tensors until the last contribution arrives), none on the others:
+//  - children not run yet (those forwarded before the running one) hold their
+//    boundaries and their head state (head_saved); the running child holds its
+//    output and its input gradient;
+//  - a child that runs later holds, in the layer it recomputes, its workspace
+//    plus its own contribution to that layer's gradient before it is added to
+//    the buffer (at most the slot's largest layer gradient);
+//  - one child's backward runs at a time: workspace and input gradient are the
+//    largest child's, not their sum.
+// The design priced splits by summing every child's output and input gradient
+// and charging the slot set at its smallest child (the largest excess), which
+// over-estimated split waves by 10-12% and missed the head state of children
+// not run yet (docs/accuracy.md).
+pricing::Forward calibrated_split(const Calibration& c, const std::vector<WaveSize>& children,
+                                  const std::vector<std::string>& slots, bool floor_only,
+                                  Extrapolation* extrapolation) {
+  const Reader r{c, extrapolation};
+  const size_t layers = static_cast<size_t>(c.layers);
+  std::vector<uint64_t> slot_gradient(layers, 0);
+  if (!slots.empty() && !floor_only) {
+    const std::vector<uint64_t> seen = c.slot_gradients(slots.front());
+    for (size_t i = 0; i < layers && i < seen.size(); ++i) slot_gradient[i] = seen[i];
+  }
+  const uint64_t largest_layer_gradient =
+      slot_gradient.empty() ? 0 : *std::max_element(slot_gradient.begin(), slot_gradient.end());
+
+  const bool by_moments = priced_by_moments(c);
+  pricing::Forward forward;
+  const size_t last = children.size() - 1;
+  uint64_t head_saved_before = 0;  // held by the children forwarded before child k: they run after it
+  uint64_t workspace = 0, input_gradient = 0, output = 0;
+  for (size_t k = 0; k < children.size(); ++k) {
+    const WaveSize size = children[k];
+    const uint64_t contribution = k == last ? 0 : largest_layer_gradient;
+    pricing::Group group = boundaries_at(r, size);
+    if (k == last && !slots.empty()) {
+      group.slot = slots.front();
+      for (size_t i = 0; i < layers; ++i) group.pending_gradient_bytes[i] = as_bytes(slot_gradient[i]);
+    }
+    if (by_moments) {
+      // Children that run later add to autograd's buffers: their share of a
+      // layer's gradient is `contribution`, not a new gradient.
+      group.moments = moments_at(r, size, head_saved_before, contribution,
+                                 k == last ? slot_gradient : std::vector<uint64_t>(layers, 0),
+                                 group.pending_gradient_bytes);
+    } else {
+      workspace = std::max(workspace, r.at("workspace", c.workspace, size) + contribution);
+      input_gradient = std::max(input_gradient, r.at("input_gradient", c.input_gradient, size));
+      output = std::max(output, r.at("output", c.output, size) + head_saved_before);
+    }
+    head_saved_before += r.at("head_saved", c.head_saved, size);
+    forward.groups.push_back(std::move(group));
+  }
+  if (by_moments) return forward;
+  forward.workspace_bytes = as_bytes(workspace);
+  // Only the child that runs first makes new gradients: its overlap credit.
+  forward.workspace_after_gradient_bytes = workspace_after_gradient(r, children.back(), forward.workspace_bytes);
+  forward.input_gradient_bytes = as_bytes(input_gradient);
+  forward.output_bytes = as_bytes(output);
+  return forward;
+}
+
+std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_length) {
+  if (max_sequence_length <= 0 || tokens <= max_sequence_length) return {tokens};
+  std::vector<int64_t> out(static_cast<size_t>(tokens / max_sequence_length), max_sequence_length);
+  if (tokens % max_sequence_length) out.push_back(tokens % max_sequence_length);
+  return out;
+}
+
+Prediction predict(const Calibration& c, const WaveRequest& request) {
+  if (request.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
+  if (request.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
+  double square_tokens = static_cast<double>(request.tokens) * static_cast<double>(request.tokens);
+  if (!request.sequence_lengths.empty()) {
+    int64_t sum = 0;
+    square_tokens = 0;
+    for (int64_t l : request.sequence_lengths) {
+      if (l <= 0) throw PredictError("sequences", "every sequence length must be a positive number of tokens");
+      sum += l;
+      square_tokens += static_cast<double>(l) * static_cast<double>(l);
+    }
+    if (sum != request.tokens)
+      throw PredictError("sequences", fmt::format("the lengths add up to {} tokens, not {}", sum, request.tokens));
+  }
+  std::vector<std::string> slots = request.slots;
+  if (slots.empty()) {
+    if (c.adapter_gradient_bytes.size() != 1)
+      throw PredictError("slots", fmt::format("required: the calibration knows {} slots",
+                                              c.adapter_gradient_bytes.size()));
+    slots.push_back(c.adapter_gradient_bytes.begin()->first);
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!c.adapter_gradient_bytes.count(slots[i])) {
+      std::string known;
+      for (const auto& [name, bytes] : c.adapter_gradient_bytes) known += (known.empty() ? "" : ", ") + name;
+      throw PredictError(fmt::format("slots[{}]", i),
+                         fmt::format("\"{}\" was never calibrated (calibrated: {})", slots[i], known));
+    }
+    if (std::find(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(i), slots[i]) !=
+        slots.begin() + static_cast<std::ptrdiff_t>(i))
+      throw PredictError(fmt::format("slots[{}]", i), fmt::format("\"{}\" is given twice", slots[i]));
+  }
+  Prediction p;
+  p.plan.safety_factor = c.safety_factor;
+  p.plan.transient_bytes = as_bytes(c.first_execution_bytes);
+  p.plan.profiled = !request.cold;
+  std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
+  if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
+  p.plan.forwards.push_back(calibrated_forward(c, {request.tokens, square_tokens},
+                                               static_cast<int64_t>(slots.size()), slots, false, live_at_start,
+                                               &p.extrapolation));
+  p.price = pricing::price(p.plan);
+  return p;
+}
+
+pricing::Admission admit_wave(const Calibration& c, const WaveRequest& shape, int64_t max_sequence_length,
+                              int64_t max_tokens, pricing::Bytes budget_bytes) {
+  WaveRequest request = shape;
+  auto plan_at = [&](int64_t tokens) {
+    request.tokens = tokens;
+    request.sequence_lengths = max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length)
+                                                       : std::vector<int64_t>{};
+    return predict(c, request).plan;
+  };
+  return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);
+}
+
+}  // namespace psc

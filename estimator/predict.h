@@ -1,0 +1,98 @@
+// Prices from a calibration alone (DESIGN.md "Calibrated prices: waves never
+// recorded"): the plan of a wave nobody recorded, built from the calibrated
+// terms at the wave's size, priced by estimator/pricing.h at its worst moment;
+// and the largest wave that fits a budget. `peakscope check` prices recorded
+// waves through the same plans, so its accuracy table measures these prices.
+//
+// A plan of `groups` gradient groups (one per slot, in forward order) splits
+// the wave's tokens and sequences evenly. With moments in the calibration
+// every group carries its moments at its size (docs/pricing.md), and the
+// forward charges, beside them, only the head state of the groups whose
+// backward has not run; without, the terms' maxima are summed, as the design
+// wrote them.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "estimator/admission.h"
+#include "estimator/calibration.h"
+#include "estimator/pricing.h"
+
+namespace psc {
+
+// A request the calibration cannot answer; `field()` names the part of it.
+class PredictError : public std::runtime_error {
+ public:
+  PredictError(std::string field, const std::string& reason)
+      : std::runtime_error(field + ": " + reason), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+struct WaveRequest {
+  int64_t tokens = 0;
+  std::vector<int64_t> sequence_lengths;  // a packed wave; empty: one sequence
+  std::vector<std::string> slots;         // one gradient group each; empty: the calibration's only slot
+  bool cold = false;                      // a shape not run before: the first-execution allowance
+  // A later wave of gradient accumulation: the slots' gradients already
+  // exist, nothing is pending. Default: the step's first wave, all pending.
+  bool gradients_exist = false;
+};
+
+// The terms a price was extrapolated from: sizes outside what they were
+// calibrated on, or fitted from fewer than three sizes. Either way the term
+// took its conservative growth (estimator/growth.h).
+struct Extrapolation {
+  std::vector<std::string> outside;    // term names, sorted, unique
+  std::vector<std::string> few_sizes;  // likewise
+  void note(const std::string& term, const GrowthTerm& fit, WaveSize size);
+  // One line per kind, empty when nothing was extrapolated.
+  std::vector<std::string> warnings(const Calibration& calibration) const;
+};
+
+// The size of one of `groups` groups of a wave.
+WaveSize group_size(int64_t tokens, double square_tokens, int64_t groups);
+
+// One forward of `whole` in `groups` groups training `slots` in order.
+// `live_at_start` (per layer) is what is known to be live of the slots'
+// adapter gradients when the wave begins; groups consume it in forward order.
+// Unknown slots get the largest gradients calibrated per layer.
+pricing::Forward calibrated_forward(const Calibration& calibration, WaveSize whole, int64_t groups,
+                                    const std::vector<std::string>& slots, bool floor_only,
+                                    std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation = nullptr);
+
+// A wave split into children of one slot set (at most one slot) whose
+// backwards run as one: one forward whose groups are the children, the
+// last-forwarded child carrying the slot's gradients (docs/accuracy.md).
+pricing::Forward calibrated_split(const Calibration& calibration, const std::vector<WaveSize>& children,
+                                  const std::vector<std::string>& slots, bool floor_only,
+                                  Extrapolation* extrapolation = nullptr);
+
+struct Prediction {
+  pricing::Plan plan;
+  pricing::Price price;
+  Extrapolation extrapolation;
+};
+
+// Throws PredictError naming the field: no tokens, sequence lengths that do
+// not add up, a slot the calibration never saw.
+Prediction predict(const Calibration& calibration, const WaveRequest& request);
+
+// The largest wave (in tokens, up to max_tokens) whose required bytes fit
+// `budget_bytes`, for waves shaped like `shape` (its tokens and sequences
+// ignored): packed into sequences of at most `max_sequence_length` tokens
+// (0: one sequence). Binary search over the exact price: the calibrated terms
+// do not shrink as a wave grows.
+pricing::Admission admit_wave(const Calibration& calibration, const WaveRequest& shape, int64_t max_sequence_length,
+                              int64_t max_tokens, pricing::Bytes budget_bytes);
+
+// The sequences of a wave of `tokens` packed at most `max_sequence_length`
+// long (0: one sequence).
+std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_length);
+
+}  // namespace psc

@@ -1,0 +1,60 @@
+#include "estimator/predict_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace psc {
+
+namespace {
+
+pricing::Json request_to_json(const WaveRequest& r) {
+  pricing::Json j = pricing::Json::object();
+  j["tokens"] = r.tokens;
+  j["sequence_lengths"] = r.sequence_lengths;
+  j["slots"] = r.slots;
+  j["cold"] = r.cold;
+  j["gradients_exist"] = r.gradients_exist;
+  return j;
+}
+
+bool by_moments(const Prediction& p) {
+  for (const pricing::Forward& f : p.plan.forwards)
+    for (const pricing::Group& g : f.groups)
+      if (g.moments) return true;
+  return false;
+}
+
+}  // namespace
+
+pricing::Json prediction_to_json(const Calibration& c, const WaveRequest& request, const Prediction& p) {
+  pricing::Json j = pricing::price_to_json(p.price);
+  j["request"] = request_to_json(request);
+  j["pricing"] = by_moments(p) ? "worst moment" : "sum of maxima";
+  j["warnings"] = p.extrapolation.warnings(c);
+  j["extrapolated"] = {{"outside", p.extrapolation.outside}, {"few_sizes", p.extrapolation.few_sizes}};
+  return j;
+}
+
+pricing::Json wave_admission_to_json(const Calibration& c, const WaveRequest& shape, int64_t max_sequence_length,
+                                     int64_t max_tokens, pricing::Bytes budget_bytes,
+                                     const pricing::Admission& admission) {
+  pricing::Json j = pricing::Json::object();
+  j["budget_bytes"] = budget_bytes;
+  j["max_tokens"] = max_tokens;
+  j["max_sequence_length"] = max_sequence_length;
+  j["admitted_tokens"] = admission.tokens;
+  j["decided_by"] = "exact";
+  j["search_prices"] = admission.search_prices;
+  j["next_required_bytes"] =
+      admission.next_required_bytes ? pricing::Json(*admission.next_required_bytes) : pricing::Json(nullptr);
+  j["price"] = nullptr;
+  if (admission.tokens > 0) {
+    WaveRequest at = shape;
+    at.tokens = admission.tokens;
+    at.sequence_lengths = max_sequence_length > 0 ? packed_sequences(at.tokens, max_sequence_length)
+                                                  : std::vector<int64_t>{};
+    j["price"] = prediction_to_json(c, at, predict(c, at));
+  }
+  return j;
+}
+
+}  // namespace psc
