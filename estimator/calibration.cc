@@ -20,8 +20,12 @@ using Samples = std::vector<GrowthPoint>;
 // The size one group of the wave carries: the pricing model prices boundaries
 // per group, and groups of one forward split its tokens (and sequences).
 WaveSize group_size(const WaveLiveness& w) {
-  const int64_t groups = std::max<int64_t>(1, w.groups);
-  return {w.tokens / groups, w.square_tokens / static_cast<double>(groups)};
+  const double groups = static_cast<double>(std::max<int64_t>(1, w.groups));
+  WaveSize size = w.size();
+  size.tokens = w.tokens / std::max<int64_t>(1, w.groups);
+  size.square_tokens /= groups;
+  size.sequences /= groups;
+  return size;
 }
 
 Json nullable(double v) { return v < 0 ? Json(nullptr) : Json(v); }
@@ -42,7 +46,11 @@ Json term_to_json(const GrowthTerm& t) {
   j["sizes"] = t.sizes;
   j["max_abs_residual_bytes"] = t.max_abs_residual;
   j["range"] = {{"tokens", {t.smallest.tokens, t.largest.tokens}},
-                {"square_tokens", {t.smallest.square_tokens, t.largest.square_tokens}}};
+                {"square_tokens", {t.smallest.square_tokens, t.largest.square_tokens}},
+                {"sequences", {t.smallest.sequences, t.largest.sequences}},
+                {"longest_share", t.longest_share},
+                {"least_longest_share", t.least_longest_share},
+                {"longest_square", t.largest.longest_square}};
   j["beyond"] = t.has_beyond ? line_to_json(t.beyond) : Json(nullptr);
   j["left_out_error"] = {{"linear", nullable(t.left_out_error_linear)},
                          {"quadratic", nullable(t.left_out_error_quadratic)}};
@@ -97,8 +105,19 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   if (!tokens.is_array() || tokens.size() != 2 || !tokens[0].is_number_integer() || !tokens[1].is_number_integer() ||
       !squares.is_array() || squares.size() != 2 || !squares[0].is_number() || !squares[1].is_number())
     throw CalibrationError(where + ".range: must give tokens [smallest, largest] and square_tokens [smallest, largest]");
-  t.smallest = {tokens[0].get<int64_t>(), squares[0].get<double>()};
-  t.largest = {tokens[1].get<int64_t>(), squares[1].get<double>()};
+  t.smallest = {tokens[0].get<int64_t>(), squares[0].get<double>(), squares[0].get<double>(), 1};
+  t.largest = {tokens[1].get<int64_t>(), squares[1].get<double>(), squares[1].get<double>(), 1};
+  const Json& sequences = field(range, "sequences", where + ".range");
+  if (!sequences.is_array() || sequences.size() != 2 || !sequences[0].is_number() || !sequences[1].is_number() ||
+      !(sequences[0].get<double>() > 0))
+    throw CalibrationError(where + ".range.sequences: must be [fewest, most], both positive");
+  t.smallest.sequences = sequences[0].get<double>();
+  t.largest.sequences = sequences[1].get<double>();
+  t.longest_share = number(range, "longest_share", where + ".range");
+  t.largest.longest_square = number(range, "longest_square", where + ".range");
+  t.least_longest_share = number(range, "least_longest_share", where + ".range");
+  if (!(t.longest_share >= 0 && t.longest_share <= 1))
+    throw CalibrationError(where + ".range.longest_share: must be from 0 to 1");
   const Json& beyond = field(j, "beyond", where);
   if (!beyond.is_null()) {
     t.has_beyond = true;
@@ -300,38 +319,50 @@ MomentFit fit_moment(const MomentPoints& points) {
   return events_fit(lined_up, 0, lined_up.front().events->size());
 }
 
-// From waves of one size: `whole` scaled by the largest measured ratio of
-// part to whole, then raised by its largest shortfall.
+// From waves of one size: what part of `whole` is left once the gradients
+// exist cannot be told to grow in proportion to the whole, or to stay a fixed
+// amount below it. Either may be right (a layer's freed scratch grows with
+// tokens; what it keeps need not), so the moment is the larger of both: the
+// whole scaled by the largest measured ratio, and the whole less the smallest
+// measured credit; each raised by its shortfall so it covers every point.
 MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& part) {
-  double ratio = 0;
+  double ratio = 0, credit = -1;
   for (const MomentPoint& p : part) {
     const double line = whole.line(p.size);
     ratio = std::max(ratio, line > 0 ? static_cast<double>(p.maximum) / line : 1.0);
+    const double c = std::max(0.0, line - static_cast<double>(p.maximum));
+    credit = credit < 0 ? c : std::min(credit, c);
   }
   ratio = std::min(ratio, 1.0);
-  MomentFit scaled = whole;
-  scaled.method = "scaled before";
-  auto scale = [&](GrowthLine& l) {
-    l.intercept *= ratio;
-    l.per_token *= ratio;
-    l.per_square_token *= ratio;
+  auto transformed = [&](double scale, double shift) {
+    MomentFit out = whole;
+    auto apply = [&](GrowthLine& l) {
+      l.intercept = l.intercept * scale - shift;
+      l.per_token *= scale;
+      l.per_square_token *= scale;
+    };
+    for (GrowthTerm& t : out.events) {
+      GrowthLine f = t.fit();
+      apply(f);
+      t.intercept = f.intercept;
+      t.per_token = f.per_token;
+      t.per_square_token = f.per_square_token;
+      apply(t.beyond);
+      t.margin_bytes = 0;
+    }
+    double shortfall = 0;
+    for (const MomentPoint& p : part)
+      shortfall = std::max(shortfall, static_cast<double>(p.maximum) - out.line(p.size));
+    for (GrowthTerm& t : out.events) {
+      t.intercept += shortfall;
+      t.beyond.intercept += shortfall;
+    }
+    return out;
   };
-  for (GrowthTerm& t : scaled.events) {
-    GrowthLine f = t.fit();
-    scale(f);
-    t.intercept = f.intercept;
-    t.per_token = f.per_token;
-    t.per_square_token = f.per_square_token;
-    scale(t.beyond);
-    t.margin_bytes = 0;
-  }
-  double shortfall = 0;
-  for (const MomentPoint& p : part)
-    shortfall = std::max(shortfall, static_cast<double>(p.maximum) - scaled.line(p.size));
-  for (GrowthTerm& t : scaled.events) {
-    t.intercept += shortfall;
-    t.beyond.intercept += shortfall;
-  }
+  MomentFit scaled = transformed(ratio, 0);
+  const MomentFit shifted = transformed(1, std::max(0.0, credit));
+  scaled.events.insert(scaled.events.end(), shifted.events.begin(), shifted.events.end());
+  scaled.method = "scaled before";
   return scaled;
 }
 

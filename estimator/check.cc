@@ -53,7 +53,7 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {
     plan.forwards.push_back(
-        calibrated_forward(c, {w.tokens, w.square_tokens}, w.groups, w.slots, floor_only, live_at_start));
+        calibrated_forward(c, w.size(), w.groups, w.slots, floor_only, live_at_start));
     return plan;
   }
   if (one_backward_of_one_slot_set(w)) {

@@ -165,13 +165,20 @@ constexpr double kLinearTolerance = 0.01;
 void finish(const Data& d, GrowthTerm& t) {
   t.points = d.points.size();
   t.sizes = d.tops.size();
-  if (!d.tops.empty()) {
-    t.smallest = t.largest = d.tops.front().size;
-    for (const GrowthPoint& p : d.tops) {
+  if (!d.points.empty()) {
+    t.smallest = t.largest = d.points.front().size;
+    for (const GrowthPoint& p : d.points) {
       t.smallest.tokens = std::min(t.smallest.tokens, p.size.tokens);
       t.largest.tokens = std::max(t.largest.tokens, p.size.tokens);
       t.smallest.square_tokens = std::min(t.smallest.square_tokens, p.size.square_tokens);
       t.largest.square_tokens = std::max(t.largest.square_tokens, p.size.square_tokens);
+      t.smallest.sequences = std::min(t.smallest.sequences, p.size.sequences);
+      t.largest.sequences = std::max(t.largest.sequences, p.size.sequences);
+      t.largest.longest_square = std::max(t.largest.longest_square, p.size.longest_square);
+      if (p.size.square_tokens > 0) {
+        t.longest_share = std::max(t.longest_share, p.size.longest_square / p.size.square_tokens);
+        t.least_longest_share = std::min(t.least_longest_share, p.size.longest_square / p.size.square_tokens);
+      }
     }
   }
   double above = 0;
@@ -192,7 +199,21 @@ void set_fit(GrowthTerm& t, const GrowthLine& line) {
 
 }  // namespace
 
-WaveSize unpacked(int64_t tokens) { return {tokens, static_cast<double>(tokens) * static_cast<double>(tokens)}; }
+WaveSize unpacked(int64_t tokens) {
+  const double square = static_cast<double>(tokens) * static_cast<double>(tokens);
+  return {tokens, square, square, 1};
+}
+
+WaveSize packed(int64_t tokens, const std::vector<int64_t>& lengths) {
+  if (lengths.empty()) return unpacked(tokens);
+  WaveSize size{tokens, 0, 0, static_cast<double>(lengths.size())};
+  for (int64_t l : lengths) {
+    const double square = static_cast<double>(l) * static_cast<double>(l);
+    size.square_tokens += square;
+    size.longest_square = std::max(size.longest_square, square);
+  }
+  return size;
+}
 
 const char* growth_name(Growth growth) {
   switch (growth) {
@@ -215,10 +236,14 @@ bool GrowthTerm::outside(WaveSize size) const {
   const double eps = 1e-9;
   return size.tokens < smallest.tokens || size.tokens > largest.tokens ||
          size.square_tokens < smallest.square_tokens * (1 - eps) ||
-         size.square_tokens > largest.square_tokens * (1 + eps);
+         size.square_tokens > largest.square_tokens * (1 + eps) || size.sequences > largest.sequences ||
+         size.longest_square > largest.longest_square * (1 + eps) ||
+         (size.square_tokens > 0 && size.longest_square / size.square_tokens > longest_share * (1 + eps));
 }
 
 uint64_t GrowthTerm::bytes_at(WaveSize size) const {
+  if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
+    size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
   double v = std::ceil(line(size));
   if (has_beyond && (few_sizes() || outside(size))) v = std::max(v, std::ceil(beyond.at(size)));
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;

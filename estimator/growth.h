@@ -15,6 +15,18 @@
 // the chosen fit and `beyond`, the quadratic envelope (one size: the value
 // scaled by s / s0 above it; two sizes: intercept + c × s through both).
 // Such prices carry a warning.
+//
+// Packed waves have features the fit does not have: per-sequence work that
+// runs one sequence at a time (attention's transient scores grow with the
+// longest sequence, not the sum of squares) and fixed costs per sequence. A
+// wave with more sequences, a longer longest sequence, or a larger share of
+// its squares in the longest one than any calibration wave is outside the
+// calibrated sizes: it is priced with the conservative growth and warned about
+// (docs/accuracy.md measures what that leaves). A longest sequence longer than
+// any calibrated one also has its squares priced as l_max² / ρ_min (ρ_min the
+// calibration waves' smallest l_max² / Σl²): memory a + b t + c Σl² + d l_max²
+// is fitted as c' ≈ c + d ρ, so with c, d ≥ 0 that bounds d l_max² from the
+// fit alone.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +37,14 @@ namespace psc {
 
 struct WaveSize {
   int64_t tokens = 0;
-  double square_tokens = 0;  // sum of squared sequence lengths
+  double square_tokens = 0;   // sum of squared sequence lengths
+  double longest_square = 0;  // the longest sequence's length, squared
+  double sequences = 1;       // how many sequences (a group's share of them)
 };
 // One sequence of `tokens` tokens.
 WaveSize unpacked(int64_t tokens);
+// A wave packed as `lengths` (empty: one sequence of `tokens`).
+WaveSize packed(int64_t tokens, const std::vector<int64_t>& lengths);
 
 enum class Growth : uint8_t { kNone, kFlat, kLinear, kQuadratic };
 const char* growth_name(Growth growth);
@@ -54,7 +70,11 @@ struct GrowthTerm {
   Growth growth = Growth::kNone;
   size_t sizes = 0;  // distinct calibration sizes
   // The calibrated range, and the conservative growth beyond it.
+  // `longest_share`: the largest l_max² / Σl² of the calibration waves (1:
+  // one of them was a single sequence).
   WaveSize smallest, largest;
+  double longest_share = 0;
+  double least_longest_share = 1;  // the smallest such share
   bool has_beyond = false;
   GrowthLine beyond;
   // Largest relative error on a left-out calibration size; -1: not measurable.

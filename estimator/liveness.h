@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "estimator/analysis.h"
+#include "estimator/growth.h"
 
 namespace psc {
 
@@ -66,6 +67,7 @@ struct WaveLiveness {
   // tokens² for a wave of one sequence.
   std::vector<int64_t> sequence_lengths;
   double square_tokens = 0;
+  WaveSize size() const { return packed(tokens, sequence_lengths); }
   bool cold = false;
   int64_t groups = 1;
   std::vector<std::string> slots;

@@ -42,9 +42,12 @@ std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, By
 // `in_layers` (held while a layer works: a later split child's contribution
 // to a layer's gradient before autograd adds it to the buffer).
 // After-gradient moments are relative to the layer's whole gradient pending
-// (pricing.h): of a layer whose calibrated gradient G is only partly pending
-// (P < G: it exists already), the rest G - P is made as a temporary while the
-// layer works, beside the moment.
+// (pricing.h). Fitted from events (values counting the gradients made so far,
+// an accumulating wave's as if its temporaries stayed), the layer's
+// calibrated gradient G is taken off them; of it, what is not pending (P < G:
+// it exists already) is made as a temporary while the layer works: G - P goes
+// back on. Fitted from maxima, the before-gradient fit of an accumulating
+// wave's size already holds the whole layer, temporaries included.
 pricing::Moments moments_at(const Reader& r, WaveSize size, uint64_t everywhere, uint64_t in_layers,
                             const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
   const MomentFits& m = *r.c.moments;
@@ -54,10 +57,13 @@ pricing::Moments moments_at(const Reader& r, WaveSize size, uint64_t everywhere,
     const uint64_t g = i < gradient.size() ? gradient[i] : 0;
     const uint64_t p = i < pending.size() ? static_cast<uint64_t>(pending[i]) : 0;
     uint64_t after = r.at("moments.after_gradient", m.after_gradient[i], size);
-    if (m.after_gradient[i].includes_gradient) after -= std::min(after, g);
+    if (m.after_gradient[i].includes_gradient) {
+      after -= std::min(after, g);
+      after += g - std::min(g, p);
+    }
     out.before_gradient_bytes.push_back(
         as_bytes(r.at("moments.before_gradient", m.before_gradient[i], size) + everywhere + in_layers));
-    out.after_gradient_bytes.push_back(as_bytes(after + (g - std::min(g, p)) + everywhere + in_layers));
+    out.after_gradient_bytes.push_back(as_bytes(after + everywhere + in_layers));
   }
   return out;
 }
@@ -103,9 +109,13 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
-WaveSize group_size(int64_t tokens, double square_tokens, int64_t groups) {
+WaveSize group_size(WaveSize whole, int64_t groups) {
   groups = std::max<int64_t>(1, groups);
-  return {tokens / groups, square_tokens / static_cast<double>(groups)};
+  WaveSize size = whole;
+  size.tokens = whole.tokens / groups;
+  size.square_tokens /= static_cast<double>(groups);
+  size.sequences /= static_cast<double>(groups);
+  return size;
 }
 
 pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
@@ -114,7 +124,7 @@ pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_
   const Reader r{c, extrapolation};
   const size_t layers = static_cast<size_t>(c.layers);
   groups = std::max<int64_t>(1, groups);
-  const WaveSize size = group_size(whole.tokens, whole.square_tokens, groups);
+  const WaveSize size = group_size(whole, groups);
   // The head state every group whose backward has not run yet still holds
   // (all but one, in the worst order).
   const uint64_t others_head = static_cast<uint64_t>(groups - 1) * r.at("head_saved", c.head_saved, size);
@@ -232,14 +242,11 @@ std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_lengt
 Prediction predict(const Calibration& c, const WaveRequest& request) {
   if (request.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
   if (request.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
-  double square_tokens = static_cast<double>(request.tokens) * static_cast<double>(request.tokens);
   if (!request.sequence_lengths.empty()) {
     int64_t sum = 0;
-    square_tokens = 0;
     for (int64_t l : request.sequence_lengths) {
       if (l <= 0) throw PredictError("sequences", "every sequence length must be a positive number of tokens");
       sum += l;
-      square_tokens += static_cast<double>(l) * static_cast<double>(l);
     }
     if (sum != request.tokens)
       throw PredictError("sequences", fmt::format("the lengths add up to {} tokens, not {}", sum, request.tokens));
@@ -268,7 +275,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   p.plan.profiled = !request.cold;
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
-  p.plan.forwards.push_back(calibrated_forward(c, {request.tokens, square_tokens},
+  p.plan.forwards.push_back(calibrated_forward(c, packed(request.tokens, request.sequence_lengths),
                                                static_cast<int64_t>(slots.size()), slots, false, live_at_start,
                                                &p.extrapolation));
   p.price = pricing::price(p.plan);

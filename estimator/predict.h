@@ -56,7 +56,7 @@ struct Extrapolation {
 };
 
 // The size of one of `groups` groups of a wave.
-WaveSize group_size(int64_t tokens, double square_tokens, int64_t groups);
+WaveSize group_size(WaveSize whole, int64_t groups);
 
 // One forward of `whole` in `groups` groups training `slots` in order.
 // `live_at_start` (per layer) is what is known to be live of the slots'
