@@ -80,6 +80,49 @@ void print_waves(const Liveness& t) {
   }
 }
 
+std::string percent(double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}%", v * 100); }
+
+void print_fit(const std::string& name, const GrowthTerm& t) {
+  fmt::print("  {:<40} {:>9} {:>5} {:>14.1f} {:>12.3f} {:>14.5f} {:>12.0f} {:>10} {:>10}\n", name, growth_name(t.growth),
+             t.sizes, t.intercept, t.per_token, t.per_square_token, t.max_abs_residual,
+             percent(t.left_out_error_linear), percent(t.left_out_error_quadratic));
+}
+
+// Each fitted term: the growth chosen, from how many sizes, the fit, its
+// largest residual on the calibration waves and the errors that chose it
+// (each size predicted from the others: linear, quadratic). Moments print
+// their method and, per layer, the event that is largest at the largest
+// calibrated size.
+void print_fits(const Calibration& c) {
+  fmt::print("fits (bytes = intercept + per_token x tokens + per_square x sum of squared sequence lengths, per group):\n");
+  fmt::print("  {:<40} {:>9} {:>5} {:>14} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "term", "growth", "sizes", "intercept",
+             "per_token", "per_square", "max_resid", "left_out_l", "left_out_q");
+  for (size_t i = 0; i < c.boundary.size(); ++i) print_fit(fmt::format("boundary[layer.{}]", i), c.boundary[i]);
+  print_fit("workspace", c.workspace);
+  if (c.workspace_after_gradient) print_fit("workspace_after_gradient", *c.workspace_after_gradient);
+  print_fit("input_gradient", c.input_gradient);
+  print_fit("output", c.output);
+  print_fit("head_saved", c.head_saved);
+  if (!c.moments) {
+    fmt::print("moments: not measured (no wave of one group): prices charge the sum of the terms' maxima\n");
+    return;
+  }
+  auto dominant = [](const MomentFit& m) -> const GrowthTerm& {
+    const GrowthTerm* top = &m.events.front();
+    for (const GrowthTerm& t : m.events)
+      if (t.line(t.largest) > top->line(top->largest)) top = &t;
+    return *top;
+  };
+  auto moment = [&](const std::string& name, const MomentFit& m) {
+    print_fit(fmt::format("{} ({}, {} ev)", name, m.method, m.events.size()), dominant(m));
+  };
+  moment("moment.head", c.moments->head);
+  for (size_t i = 0; i < c.moments->before_gradient.size(); ++i) {
+    moment(fmt::format("moment.before[layer.{}]", i), c.moments->before_gradient[i]);
+    moment(fmt::format("moment.after[layer.{}]", i), c.moments->after_gradient[i]);
+  }
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -99,6 +142,7 @@ int cmd_calibrate(int argc, char** argv) {
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();
   if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  print_fits(calibration);
   if (calibration.workspace_after_gradient) {
     const GrowthTerm& a = *calibration.workspace_after_gradient;
     std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,
@@ -108,14 +152,15 @@ int cmd_calibrate(int argc, char** argv) {
   }
   std::printf(
       "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
-      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs -> %s\n",
+      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs; priced at "
+      "%s -> %s\n",
       calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
       static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
       calibration.input_gradient.per_token, static_cast<unsigned long long>(calibration.input_gradient.margin_bytes),
       calibration.output.intercept, calibration.output.per_token,
       static_cast<unsigned long long>(calibration.output.margin_bytes),
       static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
-      o.out.c_str());
+      calibration.moments ? "the worst moment" : "the sum of maxima", o.out.c_str());
   return kExitOk;
 }
 
