@@ -1,0 +1,124 @@
+// Prices from a calibration alone (estimator/predict.h): requests, errors that
+// name the field, admission against the price it searches.
+#include <gtest/gtest.h>
+
+#include "estimator/predict.h"
+
+namespace psc {
+namespace {
+
+GrowthTerm line(double intercept, double per_token, double per_square = 0) {
+  std::vector<GrowthPoint> p;
+  for (int64_t t : {16, 32, 64}) {
+    const WaveSize s = unpacked(t);
+    p.push_back({s, static_cast<uint64_t>(intercept + per_token * static_cast<double>(t) + per_square * s.square_tokens)});
+  }
+  return fit_growth(p);
+}
+
+MomentFit moment(double intercept, double per_token, double per_square = 0) {
+  MomentFit m;
+  m.method = "maximum";
+  m.events.push_back(line(intercept, per_token, per_square));
+  return m;
+}
+
+// Two layers, slot "a" with 100 bytes of gradient per layer, moments that
+// grow with tokens squared in layer 1.
+Calibration two_layers() {
+  Calibration c;
+  c.layers = 2;
+  c.boundary = {line(0, 10), line(0, 10)};
+  c.workspace = line(0, 4);
+  c.input_gradient = line(0, 20);
+  c.output = line(8, 0);
+  c.head_saved = line(0, 13);
+  c.adapter_gradient_bytes["a"] = {100, 100};
+  c.first_execution_bytes = 7;
+  MomentFits m;
+  m.head = moment(0, 23);
+  m.before_gradient = {moment(0, 14), moment(0, 14, 1)};
+  m.after_gradient = {moment(0, 20), moment(0, 20, 1)};
+  c.moments = m;
+  return c;
+}
+
+TEST(Predict, PricesTheWorstMomentOfAWaveNobodyRecorded) {
+  const Calibration c = two_layers();
+  WaveRequest r;
+  r.tokens = 48;
+  const Prediction p = predict(c, r);
+  // Layer 1 after its gradient: boundaries 2 x 480, gradient 100 (+ the one
+  // below not yet), moment 20 x 48 + 48^2 = 3264: 960 + 100 + 3264.
+  EXPECT_EQ(p.price.raw_bytes, 960 + 100 + 3264);
+  EXPECT_EQ(p.price.peak.layer, 1);
+  EXPECT_EQ(p.price.peak.moment, pricing::Moment::kAfterGradient);
+  EXPECT_TRUE(p.extrapolation.outside.empty());
+  EXPECT_EQ(p.price.components.transient, 0);
+  r.cold = true;
+  EXPECT_EQ(predict(c, r).price.components.transient, 7);
+}
+
+TEST(Predict, ExistingGradientsAreNotPending) {
+  const Calibration c = two_layers();
+  WaveRequest first, later;
+  first.tokens = later.tokens = 32;
+  later.gradients_exist = true;
+  EXPECT_EQ(predict(c, first).price.components.adapter_gradient, 100);
+  EXPECT_EQ(predict(c, later).price.components.adapter_gradient, 0);
+}
+
+TEST(Predict, OutsideTheCalibratedSizesSaysSo) {
+  const Calibration c = two_layers();
+  WaveRequest r;
+  r.tokens = 1024;
+  const Prediction p = predict(c, r);
+  EXPECT_FALSE(p.extrapolation.outside.empty());
+  ASSERT_EQ(p.extrapolation.warnings(c).size(), 1u);
+  EXPECT_NE(p.extrapolation.warnings(c)[0].find("outside the calibrated sizes"), std::string::npos);
+}
+
+TEST(Predict, BadRequestsNameTheField) {
+  const Calibration c = two_layers();
+  auto field_of = [&](const WaveRequest& r) {
+    try {
+      predict(c, r);
+    } catch (const PredictError& e) {
+      return e.field();
+    }
+    return std::string("(accepted)");
+  };
+  WaveRequest r;
+  EXPECT_EQ(field_of(r), "tokens");
+  r.tokens = 100;
+  r.slots = {"b"};
+  EXPECT_EQ(field_of(r), "slots[0]");
+  r.slots = {"a", "a"};
+  EXPECT_EQ(field_of(r), "slots[1]");
+  r.slots = {};
+  r.sequence_lengths = {60, 30};
+  EXPECT_EQ(field_of(r), "sequences");
+  r.sequence_lengths = {60, 40};
+  EXPECT_EQ(field_of(r), "(accepted)");
+}
+
+TEST(Predict, AdmissionIsTheLargestWidthThatFits) {
+  const Calibration c = two_layers();
+  WaveRequest shape;
+  const pricing::Bytes budget = 200000;
+  const pricing::Admission a = admit_wave(c, shape, 0, 1 << 16, budget);
+  ASSERT_GT(a.tokens, 0);
+  WaveRequest at = shape;
+  at.tokens = a.tokens;
+  EXPECT_LE(predict(c, at).price.required_bytes, budget);
+  at.tokens = a.tokens + 1;
+  EXPECT_GT(predict(c, at).price.required_bytes, budget);
+  ASSERT_TRUE(a.next_required_bytes);
+  EXPECT_EQ(*a.next_required_bytes, predict(c, at).price.required_bytes);
+  // Packed in shorter sequences, the squares shrink: a wider wave fits.
+  EXPECT_GT(admit_wave(c, shape, 64, 1 << 16, budget).tokens, a.tokens);
+  EXPECT_EQ(packed_sequences(130, 64), (std::vector<int64_t>{64, 64, 2}));
+}
+
+}  // namespace
+}  // namespace psc
