@@ -140,5 +140,31 @@ bad 2 "peakscope replay: $TMP/badplan.json: plan.groups[0].boundary_bytes[0]: mu
 bad 2 "peakscope replay: $DIR/design.json: report: must be \"peakscope-price-report\" (is this a price report?)" \
   replay "$DIR/design.json"
 
+# Prices from a calibration (calibrated on the golden fixture trace: 3 layers,
+# waves of 1024 and 1536 tokens): goldens, the largest wave under a budget,
+# warnings outside the calibrated sizes, bad requests naming the field.
+CAL=$DIR/fixture.calibration.json
+golden "$DIR/calibrated.expected.json" price --calibration "$CAL" --tokens 1280 --json
+golden "$DIR/calibrated.expected.txt" price --calibration "$CAL" --tokens 1280
+golden "$DIR/calibrated_admission.expected.json" price --calibration "$CAL" --budget 1MiB --json
+run 0 price --calibration "$CAL" --tokens 4096 &&
+  { grep -q "^warning: outside the calibrated sizes (tokens per group 1024..1536)" "$TMP/out" && pass ||
+    fail "no warning outside the calibrated sizes"; }
+run 0 price --calibration "$CAL" --budget 1048576 &&
+  { grep -q "^largest wave that fits in 1.00 MiB: " "$TMP/out" && pass || fail "budget line"; }
+bad 2 "peakscope price: $CAL: slots[0]: \"b\" was never calibrated (calibrated: a)" \
+  price --calibration "$CAL" --tokens 100 --slots b
+bad 2 "peakscope price: $CAL: sequences: the lengths add up to 90 tokens, not 100" \
+  price --calibration "$CAL" --tokens 100 --sequences 50,40
+bad 2 "peakscope price: $CAL: tokens: must be a positive number of tokens" \
+  price --calibration "$CAL" --tokens 0
+run 2 price --calibration "$CAL" --tokens 10 --budget 1MiB &&
+  { grep -q "give --tokens N (a price) or --budget BYTES" "$TMP/err" && pass || fail "tokens and budget together"; }
+sed 's/"version": 2/"version": 99/' "$CAL" >"$TMP/v99.json"
+bad 2 "peakscope price: $TMP/v99.json: calibration.version: 99 is not known (this build reads versions 1 and 2)" \
+  price --calibration "$TMP/v99.json" --tokens 100
+bad 2 "peakscope price: --budget: '12XB' must be a non-negative integer" \
+  price --calibration "$CAL" --budget 12XB
+
 echo "test_price.sh: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]
