@@ -43,10 +43,16 @@ LIBPSC  := $(BUILD)/libpeakscope.a
 CLI     := $(BUILD)/peakscope
 UNIT    := $(BUILD)/unit_tests
 BENCH   := $(BUILD)/benchmarks
+# The calibrated predictor behind a C ABI (tools/capi/peakscope_estimator.h),
+# for Python through ctypes: exports the psc_calibration_* functions only.
+CAPI_SRC := tools/capi/estimator_capi.cc
+CAPI_OBJ := $(BUILD)/capi/estimator_capi.o
+CAPI_MAP := tools/capi/peakscope_estimator.map
+CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
 .PHONY: all deps deps-torch run test unit integration python-tests bench lint format clean
-all: $(PRELOAD) $(CLI) $(PROGRAMS) all-extra
+all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
 # Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
 include $(sort $(wildcard */module.mk */*/module.mk))
@@ -65,9 +71,18 @@ $(BUILD)/preload/%.o: %.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $(PRELOAD_FLAGS) -c $< -o $@
 
-$(BUILD)/lib/%.o: %.cc | $(DEPS_STAMP)
+# -fPIC: the archive's objects also go into the estimator's shared library.
+# The stamp is newer than objects built before that flag: they build again once.
+LIB_PIC_STAMP := $(BUILD)/lib/.fpic
+$(LIB_PIC_STAMP):
+	@mkdir -p $(dir $@) && touch $@
+$(BUILD)/lib/%.o: %.cc $(LIB_PIC_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -c $< -o $@
+	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -c $< -o $@
+
+$(CAPI_OBJ): $(CAPI_SRC) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 # ---- products -----------------------------------------------------------------
 # Linked with gcc, not g++: the injected library needs no libstdc++ at run time.
@@ -81,12 +96,18 @@ $(LIBPSC): $(LIB_OBJS)
 $(CLI): $(BUILD)/lib/tools/main.o $(LIBPSC) $(PRELOAD)
 	$(CXX) -o $@ $(BUILD)/lib/tools/main.o $(LIBPSC) -lfmt -lsqlite3 -lpthread
 
+# Nothing of the archive (or of fmt's headers) is exported: the version script
+# keeps the psc_calibration_* functions global and everything else local.
+$(CAPI_LIB): $(CAPI_OBJ) $(LIBPSC) $(CAPI_MAP)
+	$(CXX) -shared -o $@ $(CAPI_OBJ) $(LIBPSC) -Wl,--exclude-libs,ALL -Wl,--version-script=$(CAPI_MAP) \
+	  -Wl,--no-undefined -lfmt -lsqlite3 -lpthread
+
 $(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $< -o $@ -lpthread -ldl
 
-$(UNIT): $(UNIT_OBJS) $(LIBPSC)
-	$(CXX) -o $@ $(UNIT_OBJS) $(LIBPSC) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
+$(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBPSC)
+	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBPSC) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
 
 $(BENCH): $(BENCH_OBJS) $(LIBPSC)
 	$(CXX) -o $@ $(BENCH_OBJS) $(LIBPSC) -lbenchmark -lfmt -lsqlite3 -lpthread

@@ -5,7 +5,7 @@
 .PHONY: sanitize
 SAN_DIR := $(BUILD)/sanitize
 SAN_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-SAN_LIB_SRCS := $(TRACES_SRCS) $(ESTIMATOR_SRCS) $(TOOL_SRCS)
+SAN_LIB_SRCS := $(TRACES_SRCS) $(ESTIMATOR_SRCS) $(TOOL_SRCS) $(CAPI_SRC)
 SAN_ASAN_OBJS := $(patsubst %.cc,$(SAN_DIR)/asan/%.o,$(SAN_LIB_SRCS) $(UNIT_SRCS))
 SAN_TSAN_SRCS := $(wildcard runtime/*.cc) traces/crc32c.cc traces/reader.cc tests/sanitize/recorder_stress.cc
 

@@ -25,9 +25,11 @@ from peakscope.ranges import flush, mark, pop, push, range, wave, wave_payload
 from peakscope.annotate import (Annotation, OptimizerAnnotation, annotate, annotate_optimizer,
                                 in_backward, wrap)
 from peakscope.cuda import preload_library_path, use_pluggable_allocator
+from peakscope.calibration import Calibration, CalibrationError
 
 __all__ = [
-    "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "NoopBackend", "NvtxBackend",
+    "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "Calibration", "CalibrationError",
+    "NoopBackend", "NvtxBackend",
     "OptimizerAnnotation", "RecordingBackend", "annotate", "annotate_optimizer", "flush",
     "get_backend", "in_backward", "mark", "pop", "push", "preload_library_path", "range",
     "set_backend", "use_pluggable_allocator", "wave", "wave_payload", "wrap",
