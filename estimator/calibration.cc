@@ -478,10 +478,19 @@ double MomentFit::line(WaveSize size) const {
   return top;
 }
 
-uint64_t MomentFit::bytes_at(WaveSize size) const {
-  uint64_t top = 0;
-  for (const GrowthTerm& t : events) top = std::max(top, t.bytes_at(size));
-  return top;
+uint64_t MomentFit::bytes_at(WaveSize size, bool extrapolated) const {
+  if (events.empty()) return 0;
+  // The events share their calibration sizes: one extrapolation test and one
+  // priced size for all. ceil(max(v, 0)) + margin of each, taken as one ceil
+  // of the largest max(v, 0) + margin (margins are whole bytes).
+  size = events.front().priced_size(size);
+  double top = 0;
+  for (const GrowthTerm& t : events) {
+    double v = t.line(size);
+    if (extrapolated) v = std::max(v, t.beyond.at(size));
+    top = std::max(top, std::max(v, 0.0) + static_cast<double>(t.margin_bytes));
+  }
+  return static_cast<uint64_t>(std::ceil(top));
 }
 
 namespace {

@@ -238,14 +238,13 @@ bool GrowthTerm::outside(WaveSize size) const {
          size.square_tokens < smallest.square_tokens * (1 - eps) ||
          size.square_tokens > largest.square_tokens * (1 + eps) || size.sequences > largest.sequences ||
          size.longest_square > largest.longest_square * (1 + eps) ||
-         (size.square_tokens > 0 && size.longest_square / size.square_tokens > longest_share * (1 + eps));
+         size.longest_square > longest_share * (1 + eps) * size.square_tokens;
 }
 
-uint64_t GrowthTerm::bytes_at(WaveSize size) const {
-  if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
-    size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
+  size = priced_size(size);
   double v = std::ceil(line(size));
-  if (has_beyond && (few_sizes() || outside(size))) v = std::max(v, std::ceil(beyond.at(size)));
+  if (extrapolated) v = std::max(v, std::ceil(beyond.at(size)));
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
 }
 

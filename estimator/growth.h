@@ -29,6 +29,7 @@
 // fit alone.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -89,7 +90,18 @@ struct GrowthTerm {
   bool outside(WaveSize size) const;
   bool few_sizes() const { return sizes < 3; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
-  uint64_t bytes_at(WaveSize size) const;
+  uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }
+  // With extrapolated() computed once for terms that share their sizes.
+  uint64_t bytes_at(WaveSize size, bool extrapolated) const;
+  // The size as priced: a longest sequence beyond the calibrated ones bounds
+  // the squares (above).
+  WaveSize priced_size(WaveSize size) const {
+    if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
+      size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+    return size;
+  }
+  // Priced with the conservative growth at this size.
+  bool extrapolated(WaveSize size) const { return has_beyond && (few_sizes() || outside(size)); }
   uint64_t bytes_at(int64_t tokens) const { return bytes_at(unpacked(tokens)); }
 };
 

@@ -11,7 +11,7 @@ using pricing::Bytes;
 
 Bytes as_bytes(uint64_t v) { return static_cast<Bytes>(std::min<uint64_t>(v, uint64_t{1} << 50)); }
 
-void add_sorted(std::vector<std::string>& into, const std::string& name) {
+void add_sorted(std::vector<std::string>& into, const char* name) {
   auto it = std::lower_bound(into.begin(), into.end(), name);
   if (it == into.end() || *it != name) into.insert(it, name);
 }
@@ -21,12 +21,16 @@ struct Reader {
   const Calibration& c;
   Extrapolation* extrapolation;
   uint64_t at(const char* name, const GrowthTerm& term, WaveSize size) const {
-    if (extrapolation) extrapolation->note(name, term, size);
-    return term.bytes_at(size);
+    const bool outside = term.outside(size);
+    if (extrapolation) extrapolation->note(name, term, outside);
+    return term.bytes_at(size, term.has_beyond && (outside || term.few_sizes()));
   }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
-    if (extrapolation && moment.any()) extrapolation->note(name, *moment.any(), size);
-    return moment.bytes_at(size);
+    const GrowthTerm* any = moment.any();
+    if (!any) return 0;
+    const bool outside = any->outside(size);
+    if (extrapolation) extrapolation->note(name, *any, outside);
+    return moment.bytes_at(size, any->has_beyond && (outside || any->few_sizes()));
   }
 };
 
@@ -48,21 +52,44 @@ std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, By
 // it exists already) is made as a temporary while the layer works: G - P goes
 // back on. Fitted from maxima, the before-gradient fit of an accumulating
 // wave's size already holds the whole layer, temporaries included.
-pricing::Moments moments_at(const Reader& r, WaveSize size, uint64_t everywhere, uint64_t in_layers,
-                            const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
+// The fitted moments at one size, read once for every group of that size.
+struct MomentValues {
+  uint64_t head = 0;
+  std::vector<uint64_t> before, after;
+  std::vector<uint8_t> after_includes_gradient;
+};
+
+MomentValues moment_values(const Reader& r, WaveSize size) {
   const MomentFits& m = *r.c.moments;
+  MomentValues v;
+  v.head = r.at("moments.head", m.head, size);
+  const size_t layers = m.before_gradient.size();
+  v.before.reserve(layers);
+  v.after.reserve(layers);
+  v.after_includes_gradient.reserve(layers);
+  for (size_t i = 0; i < layers; ++i) {
+    v.before.push_back(r.at("moments.before_gradient", m.before_gradient[i], size));
+    v.after.push_back(r.at("moments.after_gradient", m.after_gradient[i], size));
+    v.after_includes_gradient.push_back(m.after_gradient[i].includes_gradient);
+  }
+  return v;
+}
+
+pricing::Moments moments_at(const MomentValues& v, uint64_t everywhere, uint64_t in_layers,
+                            const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
   pricing::Moments out;
-  out.head_bytes = as_bytes(r.at("moments.head", m.head, size) + everywhere);
-  for (size_t i = 0; i < m.before_gradient.size(); ++i) {
+  out.head_bytes = as_bytes(v.head + everywhere);
+  out.before_gradient_bytes.reserve(v.before.size());
+  out.after_gradient_bytes.reserve(v.before.size());
+  for (size_t i = 0; i < v.before.size(); ++i) {
     const uint64_t g = i < gradient.size() ? gradient[i] : 0;
     const uint64_t p = i < pending.size() ? static_cast<uint64_t>(pending[i]) : 0;
-    uint64_t after = r.at("moments.after_gradient", m.after_gradient[i], size);
-    if (m.after_gradient[i].includes_gradient) {
+    uint64_t after = v.after[i];
+    if (v.after_includes_gradient[i]) {
       after -= std::min(after, g);
       after += g - std::min(g, p);
     }
-    out.before_gradient_bytes.push_back(
-        as_bytes(r.at("moments.before_gradient", m.before_gradient[i], size) + everywhere + in_layers));
+    out.before_gradient_bytes.push_back(as_bytes(v.before[i] + everywhere + in_layers));
     out.after_gradient_bytes.push_back(as_bytes(after + everywhere + in_layers));
   }
   return out;
@@ -83,10 +110,16 @@ pricing::Group boundaries_at(const Reader& r, WaveSize size) {
 
 }  // namespace
 
-void Extrapolation::note(const std::string& term, const GrowthTerm& fit, WaveSize size) {
+void Extrapolation::note(const char* term, const GrowthTerm& fit, bool is_outside) {
   if (fit.sizes == 0) return;  // no points (a zero term), or a calibration that kept no sizes
-  if (fit.few_sizes()) add_sorted(few_sizes, term);
-  if (fit.outside(size)) add_sorted(outside, term);
+  // Most reads repeat a term already noted (one per layer): compare by pointer first.
+  auto seen = [&](std::vector<const char*>& names) {
+    if (std::find(names.begin(), names.end(), term) != names.end()) return true;
+    names.push_back(term);
+    return false;
+  };
+  if (fit.few_sizes() && !seen(noted_few_)) add_sorted(few_sizes, term);
+  if (is_outside && !seen(noted_outside_)) add_sorted(outside, term);
 }
 
 std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
@@ -140,23 +173,22 @@ pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_
     forward.input_gradient_bytes = as_bytes(r.at("input_gradient", c.input_gradient, size));
     forward.output_bytes = as_bytes(r.at("output", c.output, size) + others_head);
   }
+  // Every group has the same size: its terms are read once.
+  const pricing::Group base = boundaries_at(r, size);
+  const MomentValues values = by_moments ? moment_values(r, size) : MomentValues{};
+  const std::vector<uint64_t> none(layers, 0);
+  forward.groups.reserve(static_cast<size_t>(groups));
   for (int64_t g = 0; g < groups; ++g) {
-    pricing::Group group = boundaries_at(r, size);
+    pricing::Group group = base;
     if (static_cast<size_t>(g) < slots.size()) group.slot = slots[static_cast<size_t>(g)];
-    if (group.slot && !floor_only) {
-      const std::vector<uint64_t> slot = c.slot_gradients(*group.slot);
-      for (size_t i = 0; i < layers && i < slot.size(); ++i) {
-        const uint64_t already = std::min(slot[i], live_at_start[i]);
-        live_at_start[i] -= already;
-        group.pending_gradient_bytes[i] = as_bytes(slot[i] - already);
-      }
+    // Floor-only prices ignore gradients, pending or not.
+    const std::vector<uint64_t> gradient = group.slot && !floor_only ? c.slot_gradients(*group.slot) : none;
+    for (size_t i = 0; i < layers && i < gradient.size(); ++i) {
+      const uint64_t already = std::min(gradient[i], live_at_start[i]);
+      live_at_start[i] -= already;
+      group.pending_gradient_bytes[i] = as_bytes(gradient[i] - already);
     }
-    if (by_moments) {
-      // Floor-only prices ignore gradients, pending or not.
-      const std::vector<uint64_t> gradient =
-          group.slot && !floor_only ? c.slot_gradients(*group.slot) : std::vector<uint64_t>(layers, 0);
-      group.moments = moments_at(r, size, 0, 0, gradient, group.pending_gradient_bytes);
-    }
+    if (by_moments) group.moments = moments_at(values, 0, 0, gradient, group.pending_gradient_bytes);
     forward.groups.push_back(std::move(group));
   }
   return forward;
@@ -212,7 +244,7 @@ pricing::Forward calibrated_split(const Calibration& c, const std::vector<WaveSi
     if (by_moments) {
       // Children that run later add to autograd's buffers: their share of a
       // layer's gradient is `contribution`, not a new gradient.
-      group.moments = moments_at(r, size, head_saved_before, contribution,
+      group.moments = moments_at(moment_values(r, size), head_saved_before, contribution,
                                  k == last ? slot_gradient : std::vector<uint64_t>(layers, 0),
                                  group.pending_gradient_bytes);
     } else {

@@ -50,9 +50,14 @@ struct WaveRequest {
 struct Extrapolation {
   std::vector<std::string> outside;    // term names, sorted, unique
   std::vector<std::string> few_sizes;  // likewise
-  void note(const std::string& term, const GrowthTerm& fit, WaveSize size);
+  // `term` is a name with static storage: each is kept once, by pointer,
+  // without building a string per term read (a price reads hundreds).
+  void note(const char* term, const GrowthTerm& fit, bool is_outside);
   // One line per kind, empty when nothing was extrapolated.
   std::vector<std::string> warnings(const Calibration& calibration) const;
+
+ private:
+  std::vector<const char*> noted_outside_, noted_few_;
 };
 
 // The size of one of `groups` groups of a wave.
