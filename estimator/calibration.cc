@@ -19,14 +19,7 @@ using Samples = std::vector<GrowthPoint>;
 
 // The size one group of the wave carries: the pricing model prices boundaries
 // per group, and groups of one forward split its tokens (and sequences).
-WaveSize group_size(const WaveLiveness& w) {
-  const double groups = static_cast<double>(std::max<int64_t>(1, w.groups));
-  WaveSize size = w.size();
-  size.tokens = w.tokens / std::max<int64_t>(1, w.groups);
-  size.square_tokens /= groups;
-  size.sequences /= groups;
-  return size;
-}
+WaveSize group_size(const WaveLiveness& w) { return psc::group_size(w.size(), w.groups); }
 
 Json nullable(double v) { return v < 0 ? Json(nullptr) : Json(v); }
 
@@ -107,17 +100,21 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
     throw CalibrationError(where + ".range: must give tokens [smallest, largest] and square_tokens [smallest, largest]");
   t.smallest = {tokens[0].get<int64_t>(), squares[0].get<double>(), squares[0].get<double>(), 1};
   t.largest = {tokens[1].get<int64_t>(), squares[1].get<double>(), squares[1].get<double>(), 1};
-  const Json& sequences = field(range, "sequences", where + ".range");
-  if (!sequences.is_array() || sequences.size() != 2 || !sequences[0].is_number() || !sequences[1].is_number() ||
-      !(sequences[0].get<double>() > 0))
-    throw CalibrationError(where + ".range.sequences: must be [fewest, most], both positive");
-  t.smallest.sequences = sequences[0].get<double>();
-  t.largest.sequences = sequences[1].get<double>();
-  t.longest_share = number(range, "longest_share", where + ".range");
-  t.largest.longest_square = number(range, "longest_square", where + ".range");
-  t.least_longest_share = number(range, "least_longest_share", where + ".range");
-  if (!(t.longest_share >= 0 && t.longest_share <= 1))
-    throw CalibrationError(where + ".range.longest_share: must be from 0 to 1");
+  // The packing of the calibration waves; absent: waves of one sequence.
+  t.longest_share = t.least_longest_share = 1;
+  if (range.contains("sequences")) {
+    const Json& sequences = range["sequences"];
+    if (!sequences.is_array() || sequences.size() != 2 || !sequences[0].is_number() || !sequences[1].is_number() ||
+        !(sequences[0].get<double>() > 0))
+      throw CalibrationError(where + ".range.sequences: must be [fewest, most], both positive");
+    t.smallest.sequences = sequences[0].get<double>();
+    t.largest.sequences = sequences[1].get<double>();
+    t.longest_share = optional_number(range, "longest_share", where + ".range", 1);
+    t.least_longest_share = optional_number(range, "least_longest_share", where + ".range", 1);
+    t.largest.longest_square = optional_number(range, "longest_square", where + ".range", t.largest.square_tokens);
+  }
+  if (!(t.longest_share >= 0 && t.longest_share <= 1) || !(t.least_longest_share > 0 && t.least_longest_share <= 1))
+    throw CalibrationError(where + ".range: longest_share and least_longest_share must be in (0, 1]");
   const Json& beyond = field(j, "beyond", where);
   if (!beyond.is_null()) {
     t.has_beyond = true;

@@ -46,6 +46,9 @@ struct WaveSize {
 WaveSize unpacked(int64_t tokens);
 // A wave packed as `lengths` (empty: one sequence of `tokens`).
 WaveSize packed(int64_t tokens, const std::vector<int64_t>& lengths);
+// The size of one of `groups` gradient groups of a wave (groups of one
+// forward split its tokens, and its sequences when it is packed).
+WaveSize group_size(WaveSize whole, int64_t groups);
 
 enum class Growth : uint8_t { kNone, kFlat, kLinear, kQuadratic };
 const char* growth_name(Growth growth);

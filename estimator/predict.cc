@@ -142,14 +142,6 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
-WaveSize group_size(WaveSize whole, int64_t groups) {
-  groups = std::max<int64_t>(1, groups);
-  WaveSize size = whole;
-  size.tokens = whole.tokens / groups;
-  size.square_tokens /= static_cast<double>(groups);
-  size.sequences /= static_cast<double>(groups);
-  return size;
-}
 
 pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
                                     const std::vector<std::string>& slots, bool floor_only,

@@ -60,9 +60,6 @@ struct Extrapolation {
   std::vector<const char*> noted_outside_, noted_few_;
 };
 
-// The size of one of `groups` groups of a wave.
-WaveSize group_size(WaveSize whole, int64_t groups);
-
 // One forward of `whole` in `groups` groups training `slots` in order.
 // `live_at_start` (per layer) is what is known to be live of the slots'
 // adapter gradients when the wave begins; groups consume it in forward order.
