@@ -36,7 +36,11 @@ int64_t measured_moment(const WaveLiveness& w, const pricing::PeakLocation& peak
     case pricing::Moment::kBeforeGradient:
       return layer < w.moment_before_gradient_bytes.size() ? w.moment_before_gradient_bytes[layer] : -1;
     case pricing::Moment::kAfterGradient:
-      return layer < w.moment_after_gradient_bytes.size() ? w.moment_after_gradient_bytes[layer] : -1;
+      // A wave that made no gradient in the layer (it accumulates) holds the
+      // whole layer, its gradients' temporaries included, in one moment.
+      if (layer < w.moment_after_gradient_bytes.size() && w.moment_after_gradient_bytes[layer] >= 0)
+        return w.moment_after_gradient_bytes[layer];
+      return layer < w.moment_before_gradient_bytes.size() ? w.moment_before_gradient_bytes[layer] : -1;
     case pricing::Moment::kNone: break;
   }
   return -1;
