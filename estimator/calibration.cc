@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace psc {
 namespace {
@@ -24,7 +24,8 @@ WaveSize group_size(const WaveLiveness& w) { return psc::group_size(w.size(), w.
 Json nullable(double v) { return v < 0 ? Json(nullptr) : Json(v); }
 
 Json line_to_json(const GrowthLine& l) {
-  return {{"intercept_bytes", l.intercept}, {"bytes_per_token", l.per_token},
+  return {{"intercept_bytes", l.intercept},
+          {"bytes_per_token", l.per_token},
           {"bytes_per_square_token", l.per_square_token}};
 }
 
@@ -97,7 +98,8 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   const Json& squares = field(range, "square_tokens", where + ".range");
   if (!tokens.is_array() || tokens.size() != 2 || !tokens[0].is_number_integer() || !tokens[1].is_number_integer() ||
       !squares.is_array() || squares.size() != 2 || !squares[0].is_number() || !squares[1].is_number())
-    throw CalibrationError(where + ".range: must give tokens [smallest, largest] and square_tokens [smallest, largest]");
+    throw CalibrationError(where +
+                           ".range: must give tokens [smallest, largest] and square_tokens [smallest, largest]");
   t.smallest = {tokens[0].get<int64_t>(), squares[0].get<double>(), squares[0].get<double>(), 1};
   t.largest = {tokens[1].get<int64_t>(), squares[1].get<double>(), squares[1].get<double>(), 1};
   // The packing of the calibration waves; absent: waves of one sequence.
@@ -118,7 +120,8 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   const Json& beyond = field(j, "beyond", where);
   if (!beyond.is_null()) {
     t.has_beyond = true;
-    t.beyond = {number(beyond, "intercept_bytes", where + ".beyond"), number(beyond, "bytes_per_token", where + ".beyond"),
+    t.beyond = {number(beyond, "intercept_bytes", where + ".beyond"),
+                number(beyond, "bytes_per_token", where + ".beyond"),
                 number(beyond, "bytes_per_square_token", where + ".beyond")};
   }
   if (j.contains("left_out_error") && j.at("left_out_error").is_object()) {
@@ -127,7 +130,6 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   }
   return t;
 }
-
 
 std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_t expected) {
   if (!j.is_array() || j.size() != expected)
@@ -177,17 +179,18 @@ GrowthTerm scaled_fit(const GrowthTerm& whole, const Samples& part) {
   scaled.intercept *= ratio;
   scaled.per_token *= ratio;
   scaled.per_square_token *= ratio;
-  scaled.beyond = {whole.beyond.intercept * ratio, whole.beyond.per_token * ratio, whole.beyond.per_square_token * ratio};
+  scaled.beyond = {whole.beyond.intercept * ratio, whole.beyond.per_token * ratio,
+                   whole.beyond.per_square_token * ratio};
   scaled.points = part.size();
   scaled.margin_bytes = 0;
   scaled.max_abs_residual = 0;
   double shortfall = 0;
-  for (const GrowthPoint& p : part)
-    shortfall = std::max(shortfall, static_cast<double>(p.bytes) - scaled.line(p.size));
+  for (const GrowthPoint& p : part) shortfall = std::max(shortfall, static_cast<double>(p.bytes) - scaled.line(p.size));
   scaled.intercept += shortfall;
   scaled.beyond.intercept += shortfall;
   for (const GrowthPoint& p : part)
-    scaled.max_abs_residual = std::max(scaled.max_abs_residual, std::abs(static_cast<double>(p.bytes) - scaled.line(p.size)));
+    scaled.max_abs_residual =
+        std::max(scaled.max_abs_residual, std::abs(static_cast<double>(p.bytes) - scaled.line(p.size)));
   return scaled;
 }
 
@@ -204,8 +207,7 @@ GrowthTerm part_fit(const GrowthTerm& whole, const Samples& part, const char* sc
 
 void fit_workspace_after_gradient(const Samples& after, Calibration* c) {
   if (after.empty()) return;
-  c->workspace_after_gradient =
-      part_fit(c->workspace, after, "scaled workspace", &c->workspace_after_gradient_method);
+  c->workspace_after_gradient = part_fit(c->workspace, after, "scaled workspace", &c->workspace_after_gradient_method);
 }
 
 // One moment's points: per wave its size, its maximum and its events (for a
@@ -300,9 +302,9 @@ MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
     GrowthTerm term = fit_growth(samples);
     if (std::any_of(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(term, k); }))
       continue;
-    fit.events.erase(std::remove_if(fit.events.begin(), fit.events.end(),
-                                    [&](const GrowthTerm& k) { return bounded_by(k, term); }),
-                     fit.events.end());
+    fit.events.erase(
+        std::remove_if(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(k, term); }),
+        fit.events.end());
     fit.events.push_back(std::move(term));
   }
   return fit;
@@ -704,8 +706,10 @@ Calibration calibration_from_json(const CalibrationJson& j) {
       const std::string here = at + "." + kind;
       if (!list.is_array() || list.size() != layers)
         throw CalibrationError(here + ": must have one entry per layer (" + std::to_string(layers) + ")");
-      std::vector<MomentFit>& into = std::string(kind) == "before_gradient" ? fits.before_gradient : fits.after_gradient;
-      for (size_t i = 0; i < layers; ++i) into.push_back(moment_from_json(list[i], here + "[" + std::to_string(i) + "]"));
+      std::vector<MomentFit>& into =
+          std::string(kind) == "before_gradient" ? fits.before_gradient : fits.after_gradient;
+      for (size_t i = 0; i < layers; ++i)
+        into.push_back(moment_from_json(list[i], here + "[" + std::to_string(i) + "]"));
     }
     c.moments = std::move(fits);
   }

@@ -70,7 +70,9 @@ struct MomentFit {
   // gradient off them. Otherwise after-gradient values are already net of it.
   bool includes_gradient = false;
   double line(WaveSize size) const;
-  uint64_t bytes_at(WaveSize size) const { return events.empty() ? 0 : bytes_at(size, events.front().extrapolated(size)); }
+  uint64_t bytes_at(WaveSize size) const {
+    return events.empty() ? 0 : bytes_at(size, events.front().extrapolated(size));
+  }
   // With the events' (shared) extrapolated() computed once.
   uint64_t bytes_at(WaveSize size, bool extrapolated) const;
   // For extrapolation warnings: the events share their sizes.

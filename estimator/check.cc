@@ -56,8 +56,7 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {
-    plan.forwards.push_back(
-        calibrated_forward(c, w.size(), w.groups, w.slots, floor_only, live_at_start));
+    plan.forwards.push_back(calibrated_forward(c, w.size(), w.groups, w.slots, floor_only, live_at_start));
     return plan;
   }
   if (one_backward_of_one_slot_set(w)) {
@@ -119,8 +118,7 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     if (row.price.peak.moment != pricing::Moment::kNone && moment >= 0) {
       // What the wave held at the moment the price names, against what the
       // price charged there.
-      row.terms.push_back(
-          {"moment", static_cast<uint64_t>(moment), static_cast<double>(row.price.peak.moment_bytes)});
+      row.terms.push_back({"moment", static_cast<uint64_t>(moment), static_cast<double>(row.price.peak.moment_bytes)});
     } else {
       row.terms.push_back({"workspace", w.workspace_bytes, static_cast<double>(k.workspace)});
       row.terms.push_back({"input_gradient", w.input_gradient_bytes, static_cast<double>(k.input_gradient)});

@@ -90,8 +90,8 @@ GrowthLine linear_envelope(const Data& d) {
 // intercept + c × s through two points of different s; c may be negative.
 bool square_line(const GrowthPoint& p, const GrowthPoint& q, GrowthLine& out) {
   if (p.size.square_tokens == q.size.square_tokens) return false;
-  const double c = (static_cast<double>(q.bytes) - static_cast<double>(p.bytes)) /
-                   (q.size.square_tokens - p.size.square_tokens);
+  const double c =
+      (static_cast<double>(q.bytes) - static_cast<double>(p.bytes)) / (q.size.square_tokens - p.size.square_tokens);
   out = {static_cast<double>(p.bytes) - c * p.size.square_tokens, 0, c};
   return true;
 }
@@ -99,8 +99,9 @@ bool square_line(const GrowthPoint& p, const GrowthPoint& q, GrowthLine& out) {
 // The plane a + b t + c s through three points (Cramer's rule on features
 // scaled to about 1, so the determinant means something).
 bool plane(const GrowthPoint& p, const GrowthPoint& q, const GrowthPoint& r, GrowthLine& out) {
-  const double ts = std::max({1.0, std::abs(static_cast<double>(p.size.tokens)),
-                              std::abs(static_cast<double>(q.size.tokens)), std::abs(static_cast<double>(r.size.tokens))});
+  const double ts =
+      std::max({1.0, std::abs(static_cast<double>(p.size.tokens)), std::abs(static_cast<double>(q.size.tokens)),
+                std::abs(static_cast<double>(r.size.tokens))});
   const double ss = std::max({1.0, p.size.square_tokens, q.size.square_tokens, r.size.square_tokens});
   const double u[3] = {static_cast<double>(p.size.tokens) / ts, static_cast<double>(q.size.tokens) / ts,
                        static_cast<double>(r.size.tokens) / ts};
@@ -310,9 +311,8 @@ GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
   t.left_out_error_quadratic = left_out_error(d, 3, quadratic_envelope);
   bool choose_quadratic = false;
   if (quadratic.per_square_token > 0) {
-    choose_quadratic = t.left_out_error_quadratic >= 0
-                           ? t.left_out_error_quadratic < t.left_out_error_linear
-                           : t.left_out_error_linear > kLinearTolerance;
+    choose_quadratic = t.left_out_error_quadratic >= 0 ? t.left_out_error_quadratic < t.left_out_error_linear
+                                                       : t.left_out_error_linear > kLinearTolerance;
   }
   set_fit(t, choose_quadratic ? quadratic : linear);
   t.growth = choose_quadratic ? Growth::kQuadratic : (linear.per_token == 0 ? Growth::kFlat : Growth::kLinear);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
 
 #include "estimator/analysis_attribute.h"
@@ -294,7 +294,8 @@ std::vector<const Made*> leftovers_are_first_execution(const std::vector<Made*>&
   }
   for (Made* m : made) {
     if (m->term != Term::kAdapterGradient) continue;
-    const bool outlives = m->end_ordinal == UINT64_MAX || (next_wave_ends != UINT64_MAX && m->end_ordinal > next_wave_ends);
+    const bool outlives =
+        m->end_ordinal == UINT64_MAX || (next_wave_ends != UINT64_MAX && m->end_ordinal > next_wave_ends);
     if (!outlives) continue;
     m->term = Term::kFirstExecution;
     w->first_execution_bytes += m->bytes;
@@ -486,7 +487,8 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   for (size_t i = 0; i < out.waves.size(); ++i) {
     WaveLiveness& cold = out.waves[i];
     if (!cold.cold) continue;
-    const uint64_t live_die = i < pass.gradient_live_at_start_die.size() ? pass.gradient_live_at_start_die[i] : UINT64_MAX;
+    const uint64_t live_die =
+        i < pass.gradient_live_at_start_die.size() ? pass.gradient_live_at_start_die[i] : UINT64_MAX;
     std::vector<const Made*> not_gradients = leftovers_are_first_execution(by_wave[i], analysis.waves, live_die, &cold);
     for (size_t j = 0; j < out.waves.size(); ++j) {
       if (j == i || out.waves[j].cold || !same_shape(cold, out.waves[j])) continue;

@@ -291,8 +291,8 @@ class PlanReader {
     only_fields(value, path, {"head_bytes", "before_gradient_bytes", "after_gradient_bytes"});
     Moments out;
     out.head_bytes = bytes(required(value, path, "head_bytes"), member(path, "head_bytes"));
-    out.before_gradient_bytes = byte_array(required(value, path, "before_gradient_bytes"),
-                                           member(path, "before_gradient_bytes"));
+    out.before_gradient_bytes =
+        byte_array(required(value, path, "before_gradient_bytes"), member(path, "before_gradient_bytes"));
     out.after_gradient_bytes =
         byte_array(required(value, path, "after_gradient_bytes"), member(path, "after_gradient_bytes"));
     return out;

@@ -131,17 +131,17 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   std::vector<std::string> out;
   if (!outside.empty()) {
     const GrowthTerm& w = c.workspace;
-    out.push_back(fmt::format(
-        "outside the calibrated sizes (tokens per group {}..{}): {} priced with the conservative growth",
-        w.smallest.tokens, w.largest.tokens, list(outside)));
+    out.push_back(
+        fmt::format("outside the calibrated sizes (tokens per group {}..{}): {} priced with the conservative growth",
+                    w.smallest.tokens, w.largest.tokens, list(outside)));
   }
   if (!few_sizes.empty())
-    out.push_back(fmt::format("calibrated from fewer than 3 sizes, growth not told apart: {} priced with the "
-                              "conservative growth",
-                              list(few_sizes)));
+    out.push_back(
+        fmt::format("calibrated from fewer than 3 sizes, growth not told apart: {} priced with the "
+                    "conservative growth",
+                    list(few_sizes)));
   return out;
 }
-
 
 pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
                                     const std::vector<std::string>& slots, bool floor_only,
@@ -236,9 +236,9 @@ pricing::Forward calibrated_split(const Calibration& c, const std::vector<WaveSi
     if (by_moments) {
       // Children that run later add to autograd's buffers: their share of a
       // layer's gradient is `contribution`, not a new gradient.
-      group.moments = moments_at(moment_values(r, size), head_saved_before, contribution,
-                                 k == last ? slot_gradient : std::vector<uint64_t>(layers, 0),
-                                 group.pending_gradient_bytes);
+      group.moments =
+          moments_at(moment_values(r, size), head_saved_before, contribution,
+                     k == last ? slot_gradient : std::vector<uint64_t>(layers, 0), group.pending_gradient_bytes);
     } else {
       workspace = std::max(workspace, r.at("workspace", c.workspace, size) + contribution);
       input_gradient = std::max(input_gradient, r.at("input_gradient", c.input_gradient, size));
@@ -278,8 +278,8 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   std::vector<std::string> slots = request.slots;
   if (slots.empty()) {
     if (c.adapter_gradient_bytes.size() != 1)
-      throw PredictError("slots", fmt::format("required: the calibration knows {} slots",
-                                              c.adapter_gradient_bytes.size()));
+      throw PredictError("slots",
+                         fmt::format("required: the calibration knows {} slots", c.adapter_gradient_bytes.size()));
     slots.push_back(c.adapter_gradient_bytes.begin()->first);
   }
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -311,8 +311,8 @@ pricing::Admission admit_wave(const Calibration& c, const WaveRequest& shape, in
   WaveRequest request = shape;
   auto plan_at = [&](int64_t tokens) {
     request.tokens = tokens;
-    request.sequence_lengths = max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length)
-                                                       : std::vector<int64_t>{};
+    request.sequence_lengths =
+        max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length) : std::vector<int64_t>{};
     return predict(c, request).plan;
   };
   return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);

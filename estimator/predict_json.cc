@@ -50,8 +50,8 @@ pricing::Json wave_admission_to_json(const Calibration& c, const WaveRequest& sh
   if (admission.tokens > 0) {
     WaveRequest at = shape;
     at.tokens = admission.tokens;
-    at.sequence_lengths = max_sequence_length > 0 ? packed_sequences(at.tokens, max_sequence_length)
-                                                  : std::vector<int64_t>{};
+    at.sequence_lengths =
+        max_sequence_length > 0 ? packed_sequences(at.tokens, max_sequence_length) : std::vector<int64_t>{};
     j["price"] = prediction_to_json(c, at, predict(c, at));
   }
   return j;

@@ -27,9 +27,9 @@ constexpr double kMaxSafetyFactor = 64.0;
 // layers, what the head and loss still hold). The design's sum of maxima is
 // the special case where every entry is output + workspace + input_gradient.
 struct Moments {
-  Bytes head_bytes = 0;                       // while the head's backward runs
-  std::vector<Bytes> before_gradient_bytes;   // [0..L-1]: layer i, before its gradients are made
-  std::vector<Bytes> after_gradient_bytes;    // [0..L-1]: layer i, once they are
+  Bytes head_bytes = 0;                      // while the head's backward runs
+  std::vector<Bytes> before_gradient_bytes;  // [0..L-1]: layer i, before its gradients are made
+  std::vector<Bytes> after_gradient_bytes;   // [0..L-1]: layer i, once they are
 };
 
 // One gradient group: the part of a forward that trains one slot (adapter).

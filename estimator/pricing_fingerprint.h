@@ -20,7 +20,7 @@ inline constexpr std::string_view kFingerprintSources[] = {
     "estimator/pricing.cc",   "estimator/pricing.h",     "estimator/pricing_mutation.h",
 };
 
-inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:c5d2b1549474982d";
+inline constexpr std::string_view kEstimatorFingerprint = "fnv1a64:8158692b3ba619b5";
 
 constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 

@@ -83,8 +83,8 @@ void print_waves(const Liveness& t) {
 std::string percent(double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}%", v * 100); }
 
 void print_fit(const std::string& name, const GrowthTerm& t) {
-  fmt::print("  {:<40} {:>9} {:>5} {:>14.1f} {:>12.3f} {:>14.5f} {:>12.0f} {:>10} {:>10}\n", name, growth_name(t.growth),
-             t.sizes, t.intercept, t.per_token, t.per_square_token, t.max_abs_residual,
+  fmt::print("  {:<40} {:>9} {:>5} {:>14.1f} {:>12.3f} {:>14.5f} {:>12.0f} {:>10} {:>10}\n", name,
+             growth_name(t.growth), t.sizes, t.intercept, t.per_token, t.per_square_token, t.max_abs_residual,
              percent(t.left_out_error_linear), percent(t.left_out_error_quadratic));
 }
 
@@ -94,7 +94,8 @@ void print_fit(const std::string& name, const GrowthTerm& t) {
 // their method and, per layer, the event that is largest at the largest
 // calibrated size.
 void print_fits(const Calibration& c) {
-  fmt::print("fits (bytes = intercept + per_token x tokens + per_square x sum of squared sequence lengths, per group):\n");
+  fmt::print(
+      "fits (bytes = intercept + per_token x tokens + per_square x sum of squared sequence lengths, per group):\n");
   fmt::print("  {:<40} {:>9} {:>5} {:>14} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "term", "growth", "sizes", "intercept",
              "per_token", "per_square", "max_resid", "left_out_l", "left_out_q");
   for (size_t i = 0; i < c.boundary.size(); ++i) print_fit(fmt::format("boundary[layer.{}]", i), c.boundary[i]);

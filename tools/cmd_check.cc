@@ -159,8 +159,8 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
       "\"moment\" what the wave held beside boundaries and gradients at the moment the price names)\n");
   std::printf("%-6s %5s %6s %12s %16s %12s %14s %12s %12s %12s  %s\n", "trace", "wave", "tokens", "retained",
               "pending_gradient", "workspace", "input_gradient", "output", "moment", "coincidence", "priced peak");
-  static const char* const kColumns[] = {"retained", "pending_gradient", "workspace", "input_gradient", "output",
-                                         "moment"};
+  static const char* const kColumns[] = {"retained",       "pending_gradient", "workspace",
+                                         "input_gradient", "output",           "moment"};
   static const int kWidths[] = {12, 16, 12, 14, 12, 12};
   last_trace.clear();
   trace_index = -1;
@@ -172,7 +172,8 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
     std::printf("%-6d %5d %6lld", trace_index, r.wave, static_cast<long long>(r.tokens));
     double terms_over = 0;
     for (size_t c = 0; c < std::size(kColumns); ++c) {
-      auto it = std::find_if(r.terms.begin(), r.terms.end(), [&](const TermResidual& t) { return t.term == kColumns[c]; });
+      auto it =
+          std::find_if(r.terms.begin(), r.terms.end(), [&](const TermResidual& t) { return t.term == kColumns[c]; });
       if (it == r.terms.end()) {
         std::printf(" %*s", kWidths[c], "-");
         continue;
@@ -184,9 +185,10 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const Summar
     // The rest of the over-estimate: terms charged together whose maxima
     // the wave did not reach at the same time (and the adapter term's shape).
     const pricing::Price& p = floor_only ? r.floor_price : r.price;
-    std::printf(" %12lld  %s\n",
-                std::llround(static_cast<double>(p.raw_bytes) - static_cast<double>(r.measured_peak_bytes) - terms_over),
-                priced_peak(p).c_str());
+    std::printf(
+        " %12lld  %s\n",
+        std::llround(static_cast<double>(p.raw_bytes) - static_cast<double>(r.measured_peak_bytes) - terms_over),
+        priced_peak(p).c_str());
   }
   std::printf("\n%s prices\n", floor_only ? "floor-only" : "full");
   for (const auto& [name, s] : {std::pair<const char*, const Summary&>{"cold", cold}, {"warm", warm}})

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <cstdint>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -131,7 +131,8 @@ pricing::Bytes parse_bytes(const std::string& option, const std::string& text) {
     const size_t n = std::strlen(unit);
     if (text.size() > n && text.compare(text.size() - n, n, unit) == 0) {
       const std::int64_t value = parse_count(option, text.substr(0, text.size() - n));
-      if (value > (std::int64_t{1} << (62 - shift))) throw UsageError(fmt::format("{}: '{}' is too large", option, text));
+      if (value > (std::int64_t{1} << (62 - shift)))
+        throw UsageError(fmt::format("{}: '{}' is too large", option, text));
       return value << shift;
     }
   }
@@ -200,7 +201,8 @@ CalibratedOptions parse_calibrated(int argc, char** argv) {
     }
   }
   if (o.tokens.has_value() == o.budget.has_value())
-    throw UsageError(fmt::format("give --tokens N (a price) or --budget BYTES (the largest wave)\n{}", kCalibratedUsage));
+    throw UsageError(
+        fmt::format("give --tokens N (a price) or --budget BYTES (the largest wave)\n{}", kCalibratedUsage));
   if (o.budget && !o.request.sequence_lengths.empty())
     throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
   if (o.tokens) o.request.tokens = *o.tokens;
@@ -217,8 +219,8 @@ void print_prediction(const std::string& path, const Json& p) {
   for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
   const size_t sequences = r["sequence_lengths"].empty() ? 1 : r["sequence_lengths"].size();
   fmt::print("{}: {} tokens in {} sequence{}, slots {}, {}{}; priced at its {}\n", path,
-             r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s", slots.empty() ? "(the calibrated one)" : slots,
-             r["cold"].get<bool>() ? "cold" : "warm",
+             r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s",
+             slots.empty() ? "(the calibrated one)" : slots, r["cold"].get<bool>() ? "cold" : "warm",
              r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
              p["pricing"].get<std::string>());
   print_price_table(p, "");
@@ -246,8 +248,8 @@ int price_from_calibration(int argc, char** argv) {
     }
     const pricing::Admission admission =
         admit_wave(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget);
-    const Json result = wave_admission_to_json(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget,
-                                               admission);
+    const Json result =
+        wave_admission_to_json(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget, admission);
     if (o.json) {
       fmt::print("{}\n", result.dump(2));
       return kExitOk;

@@ -67,7 +67,7 @@ TEST(Growth, FewSizesTakeTheConservativeGrowth) {
   // Two sizes of a quadratic term: the line between them inside, the curve through both outside.
   const GrowthTerm two = fit_growth(points({100, 200}, 0, 0, 1));
   EXPECT_EQ(two.growth, Growth::kLinear);
-  EXPECT_EQ(two.bytes_at(150), 25000u);  // the chord: above the curve (22500)
+  EXPECT_EQ(two.bytes_at(150), 25000u);   // the chord: above the curve (22500)
   EXPECT_EQ(two.bytes_at(400), 160000u);  // the curve, where the chord says 70000
 }
 

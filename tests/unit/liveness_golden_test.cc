@@ -297,7 +297,8 @@ TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
   write_steps(b.path, 20, 2);
   write_steps(c3.path, 40, 2);
   write_steps(held.path, 30, 2);
-  const Calibration moments = calibrate({analyze_liveness(a.path), analyze_liveness(b.path), analyze_liveness(c3.path)});
+  const Calibration moments =
+      calibrate({analyze_liveness(a.path), analyze_liveness(b.path), analyze_liveness(c3.path)});
   Calibration summed = moments;
   summed.moments.reset();
   const Liveness h = analyze_liveness(held.path);

@@ -11,7 +11,8 @@ GrowthTerm line(double intercept, double per_token, double per_square = 0) {
   std::vector<GrowthPoint> p;
   for (int64_t t : {16, 32, 64}) {
     const WaveSize s = unpacked(t);
-    p.push_back({s, static_cast<uint64_t>(intercept + per_token * static_cast<double>(t) + per_square * s.square_tokens)});
+    p.push_back(
+        {s, static_cast<uint64_t>(intercept + per_token * static_cast<double>(t) + per_square * s.square_tokens)});
   }
   return fit_growth(p);
 }

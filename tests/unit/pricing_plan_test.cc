@@ -223,7 +223,8 @@ TEST(PricingPlan, PrefixesFieldsForReports) {
 namespace psc::pricing {
 namespace {
 
-const std::string kMoments = R"("moments": {"head_bytes": 7, "before_gradient_bytes": [1, 2], "after_gradient_bytes": [3, 4]})";
+const std::string kMoments =
+    R"("moments": {"head_bytes": 7, "before_gradient_bytes": [1, 2], "after_gradient_bytes": [3, 4]})";
 
 TEST(PricingPlan, MomentsArePerGroupAndPerLayer) {
   const Plan plan = parse_plan(Json::parse(with_groups(
@@ -252,7 +253,8 @@ TEST(PricingPlan, RefusesBadMoments) {
                  "after_gradient_bytes": [1, 2], "tail": 3}})"),
                  "groups[0].moments.tail", "unknown field");
   const std::string split = R"({"safety_factor": 1.1, "transient_bytes": 0, "profiled": false, "children": [
-      {"groups": [)" + group + kMoments + R"(}]}, {"groups": [)" + kGood + "]}]}";
+      {"groups": [)" + group +
+                            kMoments + R"(}]}, {"groups": [)" + kGood + "]}]}";
   expect_refused(split, "children[0].groups[0].moments", "one forward whose groups are the children");
 }
 

@@ -240,14 +240,16 @@ TEST(PricingProperty, DesignAndOverlapCreditAreSpecialCasesOfMoments) {
     Plan moments = design;
     Forward& f = moments.forwards[0];
     f.output_bytes = f.workspace_bytes = f.input_gradient_bytes = 0;
-    for (Group& g : f.groups) g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, rest)};
+    for (Group& g : f.groups)
+      g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, rest)};
     if (f.groups.empty()) continue;
     ++priced;
     ASSERT_EQ(price(moments).raw_bytes, price(design).raw_bytes) << testing::plan_json(c).dump();
     if (!forward.workspace_after_gradient_bytes) continue;
     // Before a layer's gradients: the full workspace; after: what is left.
     const Bytes after = rest - (forward.workspace_bytes - *forward.workspace_after_gradient_bytes);
-    for (Group& g : f.groups) g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, after)};
+    for (Group& g : f.groups)
+      g.moments = Moments{rest, std::vector<Bytes>(layers, rest), std::vector<Bytes>(layers, after)};
     ++credited;
     ASSERT_EQ(price(moments).raw_bytes, price(plan).raw_bytes) << testing::plan_json(c).dump();
   }
