@@ -22,10 +22,21 @@ makes every tensor's lifetime visible to the recorder; docs/cuda.md.
 from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBackend,
                                 NvtxBackend, RecordingBackend, get_backend, set_backend)
 from peakscope.ranges import flush, mark, pop, push, range, wave, wave_payload
-from peakscope.annotate import (Annotation, OptimizerAnnotation, annotate, annotate_optimizer,
-                                in_backward, wrap)
 from peakscope.cuda import preload_library_path, use_pluggable_allocator
 from peakscope.calibration import Calibration, CalibrationError
+
+# The annotation helpers need torch; pricing from a calibration does not:
+# without torch, `peakscope.Calibration` works and the helpers say why not.
+try:
+    from peakscope.annotate import (Annotation, OptimizerAnnotation, annotate, annotate_optimizer,
+                                    in_backward, wrap)
+except ImportError as _missing:
+    _WHY = _missing
+
+    def __getattr__(name):
+        if name in ("Annotation", "OptimizerAnnotation", "annotate", "annotate_optimizer", "in_backward", "wrap"):
+            raise ImportError(f"peakscope.{name} needs PyTorch: {_WHY}")
+        raise AttributeError(f"module 'peakscope' has no attribute {name!r}")
 
 __all__ = [
     "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "Calibration", "CalibrationError",
