@@ -471,6 +471,13 @@ MomentFit moment_from_json(const Json& j, const std::string& where) {
 
 }  // namespace
 
+bool MomentFit::prices_like(const MomentFit& o) const {
+  if (events.size() != o.events.size() || includes_gradient != o.includes_gradient) return false;
+  for (size_t k = 0; k < events.size(); ++k)
+    if (!events[k].prices_like(o.events[k])) return false;
+  return true;
+}
+
 double MomentFit::line(WaveSize size) const {
   double top = 0;
   for (const GrowthTerm& t : events) top = std::max(top, t.line(size));
@@ -517,6 +524,32 @@ void add_moment_residuals(const MomentFits& m, const WaveLiveness& w, WaveSize s
 }
 
 }  // namespace
+
+namespace {
+
+template <typename Fit>
+std::vector<uint32_t> repeats(const std::vector<Fit>& fits) {
+  std::vector<uint32_t> same(fits.size());
+  for (size_t i = 0; i < fits.size(); ++i) {
+    same[i] = static_cast<uint32_t>(i);
+    for (size_t j = 0; j < i; ++j) {
+      if (same[j] == j && fits[j].prices_like(fits[i])) {
+        same[i] = static_cast<uint32_t>(j);
+        break;
+      }
+    }
+  }
+  return same;
+}
+
+}  // namespace
+
+void index_repeats(Calibration& c) {
+  c.boundary_same_as = repeats(c.boundary);
+  if (!c.moments) return;
+  c.moments->before_same_as = repeats(c.moments->before_gradient);
+  c.moments->after_same_as = repeats(c.moments->after_gradient);
+}
 
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor) {
   Calibration c;
@@ -614,6 +647,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
       c.residuals.push_back(std::move(r));
     }
   }
+  index_repeats(c);
   return c;
 }
 
@@ -722,6 +756,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
   c.waves = count(j, "waves", where);
+  index_repeats(c);
   return c;
 }
 

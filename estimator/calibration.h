@@ -77,6 +77,7 @@ struct MomentFit {
   uint64_t bytes_at(WaveSize size, bool extrapolated) const;
   // For extrapolation warnings: the events share their sizes.
   const GrowthTerm* any() const { return events.empty() ? nullptr : &events.front(); }
+  bool prices_like(const MomentFit& other) const;
 };
 
 // The after-gradient moments come from waves that made gradients: fitted like
@@ -87,12 +88,17 @@ struct MomentFits {
   MomentFit head;
   std::vector<MomentFit> before_gradient;  // per layer
   std::vector<MomentFit> after_gradient;
+  // Per layer, the first layer whose fit prices exactly like this one's
+  // (itself when none before it does): the layers of one model repeat, and
+  // a price reads each distinct fit once. Set by index_repeats().
+  std::vector<uint32_t> before_same_as, after_same_as;
 };
 
 struct Calibration {
   int32_t layers = 0;
   double safety_factor = 1.1;
-  std::vector<GrowthTerm> boundary;  // per decoder layer, per group's tokens
+  std::vector<GrowthTerm> boundary;        // per decoder layer, per group's tokens
+  std::vector<uint32_t> boundary_same_as;  // as MomentFits::before_same_as
   GrowthTerm workspace;
   // What is left of the workspace once the recomputed layer's own gradients are
   // made (the pricing's workspace_after_gradient_bytes), from waves that made
@@ -125,6 +131,10 @@ struct Calibration {
   // largest seen per layer (adapters of one model share their shapes).
   std::vector<uint64_t> slot_gradients(const std::string& slot) const;
 };
+
+// Fills the *_same_as indices (calibrate and calibration_from_json call it;
+// a calibration built by hand without it prices every layer on its own).
+void index_repeats(Calibration& calibration);
 
 // Needs at least one wave with a token count. Throws CalibrationError.
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor = 1.1);

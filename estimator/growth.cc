@@ -247,6 +247,16 @@ Growth growth_from_name(const std::string& name) {
   throw std::invalid_argument("must be one of none, flat, linear, quadratic");
 }
 
+bool GrowthTerm::prices_like(const GrowthTerm& o) const {
+  auto same_size = [](const WaveSize& a, const WaveSize& b) {
+    return a.tokens == b.tokens && a.square_tokens == b.square_tokens && a.longest_square == b.longest_square &&
+           a.sequences == b.sequences;
+  };
+  return fit() == o.fit() && margin_bytes == o.margin_bytes && sizes == o.sizes && has_beyond == o.has_beyond &&
+         (!has_beyond || beyond == o.beyond) && same_size(smallest, o.smallest) && same_size(largest, o.largest) &&
+         longest_share == o.longest_share && least_longest_share == o.least_longest_share;
+}
+
 bool GrowthTerm::outside(WaveSize size) const {
   if (sizes == 0) return false;
   const double eps = 1e-9;

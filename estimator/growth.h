@@ -62,6 +62,7 @@ struct GrowthLine {
   double at(WaveSize size) const {
     return intercept + per_token * static_cast<double>(size.tokens) + per_square_token * size.square_tokens;
   }
+  bool operator==(const GrowthLine&) const = default;
 };
 
 struct GrowthTerm {
@@ -86,6 +87,8 @@ struct GrowthTerm {
   double left_out_error_quadratic = -1;
 
   GrowthLine fit() const { return {intercept, per_token, per_square_token}; }
+  // Prices the same as `other` at every size (what pricing reads is equal).
+  bool prices_like(const GrowthTerm& other) const;
   double line(WaveSize size) const { return fit().at(size); }
   double line(int64_t tokens) const { return line(unpacked(tokens)); }
   // Outside the sizes calibrated (either feature), or calibrated from fewer

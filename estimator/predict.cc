@@ -67,9 +67,13 @@ MomentValues moment_values(const Reader& r, WaveSize size) {
   v.before.reserve(layers);
   v.after.reserve(layers);
   v.after_includes_gradient.reserve(layers);
+  const bool indexed = m.before_same_as.size() == layers && m.after_same_as.size() == layers;
   for (size_t i = 0; i < layers; ++i) {
-    v.before.push_back(r.at("moments.before_gradient", m.before_gradient[i], size));
-    v.after.push_back(r.at("moments.after_gradient", m.after_gradient[i], size));
+    // A layer whose fit prices like an earlier one's reads that one's value.
+    const size_t b = indexed ? m.before_same_as[i] : i;
+    const size_t a = indexed ? m.after_same_as[i] : i;
+    v.before.push_back(b < i ? v.before[b] : r.at("moments.before_gradient", m.before_gradient[i], size));
+    v.after.push_back(a < i ? v.after[a] : r.at("moments.after_gradient", m.after_gradient[i], size));
     v.after_includes_gradient.push_back(m.after_gradient[i].includes_gradient);
   }
   return v;
@@ -104,7 +108,11 @@ pricing::Group boundaries_at(const Reader& r, WaveSize size) {
   pricing::Group group;
   group.boundary_bytes.resize(layers);
   group.pending_gradient_bytes.assign(layers, 0);
-  for (size_t i = 0; i < layers; ++i) group.boundary_bytes[i] = as_bytes(r.at("boundary", r.c.boundary[i], size));
+  const bool indexed = r.c.boundary_same_as.size() == layers;
+  for (size_t i = 0; i < layers; ++i) {
+    const size_t same = indexed ? r.c.boundary_same_as[i] : i;
+    group.boundary_bytes[i] = same < i ? group.boundary_bytes[same] : as_bytes(r.at("boundary", r.c.boundary[i], size));
+  }
   return group;
 }
 
