@@ -121,5 +121,24 @@ TEST(Predict, AdmissionIsTheLargestWidthThatFits) {
   EXPECT_EQ(packed_sequences(130, 64), (std::vector<int64_t>{64, 64, 2}));
 }
 
+// Repeated layers are read once; the price is the same as reading each.
+TEST(Predict, RepeatedLayersPriceAsIfEachWereRead) {
+  Calibration c = two_layers();
+  c.moments->before_gradient[1] = c.moments->before_gradient[0];
+  index_repeats(c);
+  EXPECT_EQ(c.boundary_same_as, (std::vector<uint32_t>{0, 0}));
+  EXPECT_EQ(c.moments->before_same_as, (std::vector<uint32_t>{0, 0}));
+  EXPECT_EQ(c.moments->after_same_as, (std::vector<uint32_t>{0, 1}));  // layer 1 grows with t^2
+  Calibration each = c;
+  each.boundary_same_as.clear();
+  each.moments->before_same_as.clear();
+  each.moments->after_same_as.clear();
+  for (int64_t tokens : {8, 48, 300}) {
+    WaveRequest r;
+    r.tokens = tokens;
+    EXPECT_EQ(predict(c, r).price.raw_bytes, predict(each, r).price.raw_bytes) << tokens;
+  }
+}
+
 }  // namespace
 }  // namespace psc
