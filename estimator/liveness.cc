@@ -122,17 +122,103 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
   uint64_t ordinal_ = 0;
 };
 
-// Max live bytes of each term over a wave, from its allocations' lifetimes.
-// `output` counts only from `backward_start` on (the pricing model is about
-// the backward; the head's forward temporaries are gone by then).
+// One allocation or free of a wave, in order.
+struct Step {
+  uint64_t ordinal;
+  int64_t delta;
+  Term term;
+  int32_t layer;
+  uint64_t end_ordinal = UINT64_MAX;  // of the allocation an allocating step makes
+};
+
+bool raises_rest(const Step& s) {
+  return s.delta > 0 && (s.term == Term::kWorkspace || s.term == Term::kInputGradient || s.term == Term::kOutput ||
+                         s.term == Term::kForwardScratch);
+}
+
+// Follows the moments of one wave's backward through its steps
+// (WaveLiveness::moment_*, workspace_after_gradient_bytes). The layer being
+// recomputed is the one whose workspace or gradient was allocated last;
+// before the first, the head's moment (the forward included: every boundary
+// is live by its end).
+class MomentTracker {
+ public:
+  MomentTracker(uint64_t backward_start, WaveLiveness* w) : backward_start_(backward_start), w_(w) {
+    const size_t layers = w->boundary_bytes.size();
+    w->moment_before_gradient_bytes.assign(layers, -1);
+    w->moment_after_gradient_bytes.assign(layers, -1);
+    w->moment_events.assign(1 + layers, {});
+    w->moment_gradient_from.assign(layers, -1);
+    w->moment_event_allocations.assign(layers, {});
+  }
+
+  // After the step is applied: `rest` is what the moment holds beside
+  // boundaries, adapter gradients and first-execution allocations, and
+  // `workspace` the workspace live.
+  void on_step(const Step& s, int64_t rest, int64_t workspace) {
+    const bool layer_work = s.term == Term::kWorkspace || s.term == Term::kAdapterGradient;
+    if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer_ && s.ordinal >= backward_start_)
+      switch_to(s.layer);
+    const bool own_gradient = s.term == Term::kAdapterGradient && s.layer == layer_ && s.delta > 0;
+    if (own_gradient) made_here_ += s.delta;
+    with_gradient_ = std::max(with_gradient_, workspace + made_here_);
+    if (s.ordinal < backward_start_ || layer_ < 0) {
+      w_->moment_head_bytes = std::max(w_->moment_head_bytes, rest);
+      if (raises_rest(s)) w_->moment_events[0].push_back(rest);
+      return;
+    }
+    const size_t i = static_cast<size_t>(layer_);
+    if (i >= w_->moment_before_gradient_bytes.size()) return;
+    std::vector<int64_t>& events = w_->moment_events[1 + i];
+    if (made_here_ == 0) {
+      w_->moment_before_gradient_bytes[i] = std::max(w_->moment_before_gradient_bytes[i], rest);
+    } else {
+      after_ = std::max(after_, rest + made_here_);
+      if (own_gradient && w_->moment_gradient_from[i] < 0)
+        w_->moment_gradient_from[i] = static_cast<int64_t>(events.size());
+    }
+    if (raises_rest(s) || own_gradient) {
+      events.push_back(rest + made_here_);
+      w_->moment_event_allocations[i].push_back(
+          {s.ordinal, s.end_ordinal, static_cast<uint64_t>(s.delta), own_gradient});
+    }
+  }
+
+  void finish() { close_layer(); }
+
+ private:
+  void switch_to(int32_t layer) {
+    close_layer();
+    layer_ = layer;
+    made_here_ = with_gradient_ = 0;
+    after_ = -1;
+  }
+
+  // `made_here_` counts the layer's adapter gradients made so far; what is
+  // left of its workspace, and of its moment, once they exist is the most
+  // of (that + them), less them.
+  void close_layer() {
+    if (layer_ >= 0 && made_here_ > 0)
+      w_->workspace_after_gradient_bytes =
+          std::max(w_->workspace_after_gradient_bytes, std::max<int64_t>(0, with_gradient_ - made_here_));
+    if (layer_ >= 0 && static_cast<size_t>(layer_) < w_->moment_after_gradient_bytes.size() && after_ >= 0) {
+      int64_t& after = w_->moment_after_gradient_bytes[static_cast<size_t>(layer_)];
+      after = std::max(after, std::max<int64_t>(0, after_ - made_here_));
+    }
+  }
+
+  uint64_t backward_start_;
+  WaveLiveness* w_;
+  int32_t layer_ = -1;
+  int64_t made_here_ = 0, with_gradient_ = 0;
+  int64_t after_ = -1;  // the most of (rest + made_here_) since the layer's first gradient
+};
+
+// Max live bytes of each term over a wave, from its allocations' lifetimes,
+// and its moments. `output` counts only from `backward_start` on (the pricing
+// model is about the backward; the head's forward temporaries are gone by
+// then), except in the head's moment.
 void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveLiveness* w) {
-  struct Step {
-    uint64_t ordinal;
-    int64_t delta;
-    Term term;
-    int32_t layer;
-    uint64_t end_ordinal = UINT64_MAX;  // of the allocation an allocating step makes
-  };
   std::vector<Step> steps;
   steps.reserve(made.size() * 2);
   for (const Made* m : made) {
@@ -150,73 +236,21 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   });
   std::array<int64_t, kTermCount> live{};
   std::array<uint64_t, kTermCount> max{};
-  // The layer being recomputed: the one whose workspace or gradient was
-  // allocated last. `made_here` counts its adapter gradients made so far;
-  // `with_gradient` the most of (workspace + made_here) while it runs.
-  int32_t layer = -1;
-  int64_t made_here = 0, with_gradient = 0;
-  int64_t moment_after = -1;  // the most of (rest + made_here) since the layer's first gradient
-  const size_t layers = w->boundary_bytes.size();
-  w->moment_before_gradient_bytes.assign(layers, -1);
-  w->moment_after_gradient_bytes.assign(layers, -1);
-  w->moment_events.assign(1 + layers, {});
-  w->moment_gradient_from.assign(layers, -1);
-  w->moment_event_allocations.assign(layers, {});
-  auto close_layer = [&] {
-    if (layer >= 0 && made_here > 0)
-      w->workspace_after_gradient_bytes =
-          std::max(w->workspace_after_gradient_bytes, std::max<int64_t>(0, with_gradient - made_here));
-    if (layer >= 0 && static_cast<size_t>(layer) < layers && moment_after >= 0) {
-      int64_t& after = w->moment_after_gradient_bytes[static_cast<size_t>(layer)];
-      after = std::max(after, std::max<int64_t>(0, moment_after - made_here));
-    }
-  };
-  // What a moment holds beside boundaries, adapter gradients and first-execution allocations.
-  auto rest = [&] {
-    return live[static_cast<size_t>(Term::kWorkspace)] + live[static_cast<size_t>(Term::kInputGradient)] +
-           live[static_cast<size_t>(Term::kOutput)] + live[static_cast<size_t>(Term::kForwardScratch)];
-  };
+  auto at = [&](Term t) { return live[static_cast<size_t>(t)]; };
+  MomentTracker moments(backward_start, w);
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.term);
     live[t] += s.delta;
-    const bool layer_work = s.term == Term::kWorkspace || s.term == Term::kAdapterGradient;
-    if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer && s.ordinal >= backward_start) {
-      close_layer();
-      layer = s.layer;
-      made_here = with_gradient = 0;
-      moment_after = -1;
-    }
-    if (s.term == Term::kAdapterGradient && s.layer == layer && s.delta > 0) made_here += s.delta;
-    with_gradient = std::max(with_gradient, live[static_cast<size_t>(Term::kWorkspace)] + made_here);
-    const bool raises_rest = s.delta > 0 && (s.term == Term::kWorkspace || s.term == Term::kInputGradient ||
-                                             s.term == Term::kOutput || s.term == Term::kForwardScratch);
-    if (s.ordinal < backward_start || layer < 0) {
-      w->moment_head_bytes = std::max(w->moment_head_bytes, rest());
-      if (raises_rest) w->moment_events[0].push_back(rest());
-    } else if (static_cast<size_t>(layer) < layers) {
-      const size_t i = static_cast<size_t>(layer);
-      std::vector<int64_t>& events = w->moment_events[1 + i];
-      const bool raises_gradient = s.delta > 0 && s.term == Term::kAdapterGradient && s.layer == layer;
-      if (made_here == 0) {
-        w->moment_before_gradient_bytes[i] = std::max(w->moment_before_gradient_bytes[i], rest());
-      } else {
-        moment_after = std::max(moment_after, rest() + made_here);
-        if (raises_gradient && w->moment_gradient_from[i] < 0)
-          w->moment_gradient_from[i] = static_cast<int64_t>(events.size());
-      }
-      if (raises_rest || raises_gradient) {
-        events.push_back(rest() + made_here);
-        w->moment_event_allocations[i].push_back(
-            {s.ordinal, s.end_ordinal, static_cast<uint64_t>(s.delta), raises_gradient});
-      }
-    }
+    const int64_t rest =
+        at(Term::kWorkspace) + at(Term::kInputGradient) + at(Term::kOutput) + at(Term::kForwardScratch);
+    moments.on_step(s, rest, at(Term::kWorkspace));
     if (s.term == Term::kOutput && s.ordinal < backward_start && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
     if (s.term == Term::kOutput && s.ordinal < backward_start) continue;
     max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));
   }
-  close_layer();
+  moments.finish();
   w->workspace_bytes = max[static_cast<size_t>(Term::kWorkspace)];
   w->input_gradient_bytes = max[static_cast<size_t>(Term::kInputGradient)];
   w->output_bytes = max[static_cast<size_t>(Term::kOutput)];
