@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "estimator/analysis_trace_builder.h"
@@ -320,6 +321,41 @@ TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
   EXPECT_EQ(by_moment[2].price.raw_bytes, 1340);
   EXPECT_EQ(by_moment[2].price.peak.layer, 1);
   EXPECT_EQ(by_moment[2].price.peak.moment, pricing::Moment::kAfterGradient);
+}
+
+// A version 1 calibration (lines in tokens, no moments, no ranges) reads and
+// prices the sum of the terms' maxima, as it did.
+TEST(LivenessGolden, VersionOneCalibrationsPriceAsTheyDid) {
+  TempTrace a("v10"), b("v20"), held("v15");
+  write_steps(a.path, 10, 2);
+  write_steps(b.path, 20, 2);
+  write_steps(held.path, 15, 2);
+  Calibration now = calibrate({analyze_liveness(a.path), analyze_liveness(b.path)});
+  CalibrationJson j = calibration_to_json(now);
+  j["version"] = 1;
+  j.erase("moments");
+  std::function<void(CalibrationJson&)> strip = [&](CalibrationJson& v) {
+    if (v.is_object()) {
+      if (v.contains("intercept_bytes"))
+        for (const char* key : {"growth", "bytes_per_square_token", "sizes", "range", "beyond", "left_out_error"})
+          v.erase(key);
+      for (auto& [key, value] : v.items()) strip(value);
+    } else if (v.is_array()) {
+      for (CalibrationJson& e : v) strip(e);
+    }
+  };
+  strip(j);
+  const Calibration v1 = calibration_from_json(j);
+  EXPECT_FALSE(v1.moments.has_value());
+  EXPECT_EQ(v1.workspace.growth, Growth::kLinear);
+  EXPECT_EQ(v1.workspace.sizes, 0u);
+  now.moments.reset();
+  const std::vector<CheckRow> old_rows = check_trace(v1, analyze_liveness(held.path));
+  const std::vector<CheckRow> new_rows = check_trace(now, analyze_liveness(held.path));
+  ASSERT_EQ(old_rows.size(), new_rows.size());
+  for (size_t i = 0; i < old_rows.size(); ++i) EXPECT_EQ(old_rows[i].price.raw_bytes, new_rows[i].price.raw_bytes) << i;
+  j["version"] = 3;
+  EXPECT_THROW(calibration_from_json(j), CalibrationError);
 }
 
 TEST(LivenessGolden, OneTokenCountScalesTheWorkspaceLine) {
