@@ -41,17 +41,6 @@ std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, By
   return std::min(workspace, as_bytes(r.at("workspace_after_gradient", *r.c.workspace_after_gradient, size)));
 }
 
-// One group's moments at its size, each raised by `everywhere` (held at
-// every moment: head state of groups not run yet) and the layers' by
-// `in_layers` (held while a layer works: a later split child's contribution
-// to a layer's gradient before autograd adds it to the buffer).
-// After-gradient moments are relative to the layer's whole gradient pending
-// (pricing.h). Fitted from events (values counting the gradients made so far,
-// an accumulating wave's as if its temporaries stayed), the layer's
-// calibrated gradient G is taken off them; of it, what is not pending (P < G:
-// it exists already) is made as a temporary while the layer works: G - P goes
-// back on. Fitted from maxima, the before-gradient fit of an accumulating
-// wave's size already holds the whole layer, temporaries included.
 // The fitted moments at one size, read once for every group of that size.
 struct MomentValues {
   uint64_t head = 0;
@@ -79,6 +68,17 @@ MomentValues moment_values(const Reader& r, WaveSize size) {
   return v;
 }
 
+// One group's moments at its size, each raised by `everywhere` (held at
+// every moment: head state of groups not run yet) and the layers' by
+// `in_layers` (held while a layer works: a later split child's contribution
+// to a layer's gradient before autograd adds it to the buffer).
+// After-gradient moments are relative to the layer's whole gradient pending
+// (pricing.h). Fitted from events (values counting the gradients made so far,
+// an accumulating wave's as if its temporaries stayed), the layer's
+// calibrated gradient G is taken off them; of it, what is not pending (P < G:
+// it exists already) is made as a temporary while the layer works: G - P goes
+// back on. Fitted from maxima, the before-gradient fit of an accumulating
+// wave's size already holds the whole layer, temporaries included.
 pricing::Moments moments_at(const MomentValues& v, uint64_t everywhere, uint64_t in_layers,
                             const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
   pricing::Moments out;
