@@ -163,31 +163,54 @@ size_t distinct_sizes(const Samples& samples) {
   return static_cast<size_t>(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
 }
 
-// What is left of a quantity once a layer's gradients exist, from points of
-// one size: the envelope needs two sizes to find a growth, and a flat line
-// would fall below larger waves (what is left grows like the whole does), so
-// the whole's fit is scaled by the largest measured ratio instead, then
-// raised by its largest shortfall so it covers every point.
-GrowthTerm scaled_fit(const GrowthTerm& whole, const Samples& part) {
-  double ratio = 0;
+// From points of one size, what is left of a quantity once a layer's
+// gradients exist is read off the whole's fit: the largest measured ratio of
+// part to whole (at most 1), and the smallest measured credit (whole - part).
+template <typename Whole>
+std::pair<double, double> ratio_and_credit(const Whole& whole, const Samples& part) {
+  double ratio = 0, credit = -1;
   for (const GrowthPoint& p : part) {
     const double line = whole.line(p.size);
     ratio = std::max(ratio, line > 0 ? static_cast<double>(p.bytes) / line : 1.0);
+    const double c = std::max(0.0, line - static_cast<double>(p.bytes));
+    credit = credit < 0 ? c : std::min(credit, c);
   }
-  ratio = std::min(ratio, 1.0);
-  GrowthTerm scaled = whole;
-  scaled.intercept *= ratio;
-  scaled.per_token *= ratio;
-  scaled.per_square_token *= ratio;
-  scaled.beyond = {whole.beyond.intercept * ratio, whole.beyond.per_token * ratio,
-                   whole.beyond.per_square_token * ratio};
+  return {std::min(ratio, 1.0), std::max(0.0, credit)};
+}
+
+// `term` x scale - shift, its fit and its growth beyond alike; no margin.
+GrowthTerm scaled_and_shifted(GrowthTerm term, double scale, double shift) {
+  auto apply = [&](GrowthLine l) {
+    return GrowthLine{l.intercept * scale - shift, l.per_token * scale, l.per_square_token * scale};
+  };
+  const GrowthLine fit = apply(term.fit());
+  term.intercept = fit.intercept;
+  term.per_token = fit.per_token;
+  term.per_square_token = fit.per_square_token;
+  term.beyond = apply(term.beyond);
+  term.margin_bytes = 0;
+  return term;
+}
+
+// The most `fit` falls below a point.
+template <typename Fit>
+double shortfall(const Fit& fit, const Samples& part) {
+  double most = 0;
+  for (const GrowthPoint& p : part) most = std::max(most, static_cast<double>(p.bytes) - fit.line(p.size));
+  return most;
+}
+
+// The envelope needs two sizes to find a growth, and a flat line would fall
+// below larger waves (what is left grows like the whole does), so from one
+// size the whole's fit is scaled by the largest measured ratio instead, then
+// raised by its largest shortfall so it covers every point.
+GrowthTerm scaled_fit(const GrowthTerm& whole, const Samples& part) {
+  GrowthTerm scaled = scaled_and_shifted(whole, ratio_and_credit(whole, part).first, 0);
   scaled.points = part.size();
-  scaled.margin_bytes = 0;
+  const double raise = shortfall(scaled, part);
+  scaled.intercept += raise;
+  scaled.beyond.intercept += raise;
   scaled.max_abs_residual = 0;
-  double shortfall = 0;
-  for (const GrowthPoint& p : part) shortfall = std::max(shortfall, static_cast<double>(p.bytes) - scaled.line(p.size));
-  scaled.intercept += shortfall;
-  scaled.beyond.intercept += shortfall;
   for (const GrowthPoint& p : part)
     scaled.max_abs_residual =
         std::max(scaled.max_abs_residual, std::abs(static_cast<double>(p.bytes) - scaled.line(p.size)));
@@ -324,53 +347,26 @@ MomentFit fit_moment(const MomentPoints& points) {
 // tokens; what it keeps need not), so the moment is the larger of both: the
 // whole scaled by the largest measured ratio, and the whole less the smallest
 // measured credit; each raised by its shortfall so it covers every point.
-MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& part) {
-  double ratio = 0, credit = -1;
-  for (const MomentPoint& p : part) {
-    const double line = whole.line(p.size);
-    ratio = std::max(ratio, line > 0 ? static_cast<double>(p.maximum) / line : 1.0);
-    const double c = std::max(0.0, line - static_cast<double>(p.maximum));
-    credit = credit < 0 ? c : std::min(credit, c);
-  }
-  ratio = std::min(ratio, 1.0);
+MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& points) {
+  const Samples part = maxima(points);
+  const auto [ratio, credit] = ratio_and_credit(whole, part);
   auto transformed = [&](double scale, double shift) {
     MomentFit out = whole;
-    auto apply = [&](GrowthLine& l) {
-      l.intercept = l.intercept * scale - shift;
-      l.per_token *= scale;
-      l.per_square_token *= scale;
-    };
+    for (GrowthTerm& t : out.events) t = scaled_and_shifted(t, scale, shift);
+    const double raise = shortfall(out, part);
     for (GrowthTerm& t : out.events) {
-      GrowthLine f = t.fit();
-      apply(f);
-      t.intercept = f.intercept;
-      t.per_token = f.per_token;
-      t.per_square_token = f.per_square_token;
-      apply(t.beyond);
-      t.margin_bytes = 0;
-    }
-    double shortfall = 0;
-    for (const MomentPoint& p : part)
-      shortfall = std::max(shortfall, static_cast<double>(p.maximum) - out.line(p.size));
-    for (GrowthTerm& t : out.events) {
-      t.intercept += shortfall;
-      t.beyond.intercept += shortfall;
+      t.intercept += raise;
+      t.beyond.intercept += raise;
     }
     return out;
   };
   MomentFit scaled = transformed(ratio, 0);
-  const MomentFit shifted = transformed(1, std::max(0.0, credit));
+  const MomentFit shifted = transformed(1, credit);
   scaled.events.insert(scaled.events.end(), shifted.events.begin(), shifted.events.end());
   scaled.method = "scaled before";
   return scaled;
 }
 
-// A layer's before- and after-gradient moments. Where the waves' events line
-// up (gradient waves' own gradients start at the same event), the events
-// before that index make the before-gradient moment and those from it on the
-// after-gradient one, its values counting the gradients made so far; where
-// they do not, the maxima are fitted, the after-gradient one from two sizes
-// or more, scaled from the before-gradient fit from one, equal to it from none.
 // The events at which gradient waves made the layer's own gradients, the
 // same for every one of them; empty when they disagree (or none made any).
 std::vector<size_t> gradient_events(const MomentPoints& lined_up) {
@@ -399,6 +395,12 @@ std::vector<int64_t> as_if_gradients_stayed(const MomentPoint& p, const std::vec
   return out;
 }
 
+// A layer's before- and after-gradient moments. Where the waves' events line
+// up (gradient waves' own gradients start at the same event), the events
+// before that index make the before-gradient moment and those from it on the
+// after-gradient one, its values counting the gradients made so far; where
+// they do not, the maxima are fitted, the after-gradient one from two sizes
+// or more, scaled from the before-gradient fit from one, equal to it from none.
 std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const MomentPoints& before,
                                           const MomentPoints& after) {
   MomentPoints lined_up = aligned(layer);
@@ -523,10 +525,6 @@ void add_moment_residuals(const MomentFits& m, const WaveLiveness& w, WaveSize s
   worst("moment.after_gradient", w.moment_after_gradient_bytes, m.after_gradient);
 }
 
-}  // namespace
-
-namespace {
-
 template <typename Fit>
 std::vector<uint32_t> repeats(const std::vector<Fit>& fits) {
   std::vector<uint32_t> same(fits.size());
@@ -624,7 +622,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
-      WaveResiduals r{t.path, w.index, w.tokens, w.square_tokens, w.cold, {}};
+      WaveResiduals r{t.path, w.index, w.tokens, w.size().square_tokens, w.cold, {}};
       uint64_t retained = 0;
       double retained_fit = 0;
       const WaveSize per_group = group_size(w);

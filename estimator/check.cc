@@ -95,7 +95,7 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     row.measured_peak_bytes = w.measured_peak_bytes;
     row.peak_range = w.peak_range;
     const pricing::Plan plan = plan_for_wave(c, w, false);
-    row.square_tokens = w.square_tokens;
+    row.square_tokens = w.size().square_tokens;
     row.price = pricing::price(plan);
     row.floor_price = pricing::price(plan_for_wave(c, w, true));
     row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);

@@ -417,11 +417,6 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   const WavePayload& p = r.span.payload;
   w.tokens = p.tokens.value_or(0);
   w.sequence_lengths = sequence_lengths_of(p, w.tokens);
-  w.square_tokens = static_cast<double>(w.tokens) * static_cast<double>(w.tokens);
-  if (!w.sequence_lengths.empty()) {
-    w.square_tokens = 0;
-    for (int64_t l : w.sequence_lengths) w.square_tokens += static_cast<double>(l) * static_cast<double>(l);
-  }
   w.cold = p.cold.value_or(false);
   w.groups = p.groups.value_or(1);
   w.slots = p.slots;

@@ -63,10 +63,8 @@ struct WaveLiveness {
   int32_t index = 0;
   int64_t tokens = 0;  // from the payload; 0 when it has none
   // The payload's sequence_lengths when they add up to tokens (a packed
-  // wave); empty otherwise. square_tokens: the sum of their squares, or
-  // tokens² for a wave of one sequence.
+  // wave); empty otherwise (one sequence).
   std::vector<int64_t> sequence_lengths;
-  double square_tokens = 0;
   WaveSize size() const { return packed(tokens, sequence_lengths); }
   bool cold = false;
   int64_t groups = 1;
