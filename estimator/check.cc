@@ -49,10 +49,7 @@ int64_t measured_moment(const WaveLiveness& w, const pricing::PeakLocation& peak
 }  // namespace
 
 pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
-  pricing::Plan plan;
-  plan.safety_factor = c.safety_factor;
-  plan.transient_bytes = static_cast<pricing::Bytes>(std::min<uint64_t>(c.first_execution_bytes, uint64_t{1} << 50));
-  plan.profiled = !w.cold;
+  pricing::Plan plan = calibrated_plan(c, w.cold);
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {

@@ -151,6 +151,14 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
+pricing::Plan calibrated_plan(const Calibration& c, bool cold) {
+  pricing::Plan plan;
+  plan.safety_factor = c.safety_factor;
+  plan.transient_bytes = as_bytes(c.first_execution_bytes);
+  plan.profiled = !cold;
+  return plan;
+}
+
 pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
                                     const std::vector<std::string>& slots, bool floor_only,
                                     std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation) {
@@ -302,9 +310,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
       throw PredictError(fmt::format("slots[{}]", i), fmt::format("\"{}\" is given twice", slots[i]));
   }
   Prediction p;
-  p.plan.safety_factor = c.safety_factor;
-  p.plan.transient_bytes = as_bytes(c.first_execution_bytes);
-  p.plan.profiled = !request.cold;
+  p.plan = calibrated_plan(c, request.cold);
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, packed(request.tokens, request.sequence_lengths),

@@ -60,6 +60,10 @@ struct Extrapolation {
   std::vector<const char*> noted_outside_, noted_few_;
 };
 
+// A plan of no forward yet: the calibration's safety factor, and its
+// first-execution allowance charged when the wave is cold.
+pricing::Plan calibrated_plan(const Calibration& calibration, bool cold);
+
 // One forward of `whole` in `groups` groups training `slots` in order.
 // `live_at_start` (per layer) is what is known to be live of the slots'
 // adapter gradients when the wave begins; groups consume it in forward order.
