@@ -8,7 +8,8 @@ PYTHON     ?= /usr/bin/python3
 OPT        ?= -O2
 CXXFLAGS   ?= $(OPT) -g
 WARN       := -Wall -Wextra -Wno-missing-field-initializers
-CPPFLAGS   := -I. -MMD -MP
+GENERATED  := $(BUILD)/generated
+CPPFLAGS   := -I. -I$(GENERATED) -MMD -MP
 CXXSTD     := -std=c++20
 JOBS       ?= $(shell nproc)
 CUDA_HOME  ?= /usr/local/cuda
@@ -18,14 +19,19 @@ NVCC       ?= $(CUDA_HOME)/bin/nvcc
 ALL_EXTRA  :=
 TEST_EXTRA :=
 
-# The preloaded library: hooks and recorder only. No libstdc++ beyond headers,
-# no exceptions, no RTTI; it must not link traces readers, estimator or tools.
-PRELOAD_SRCS := $(wildcard runtime/*.cc) $(wildcard interpose/*.cc) traces/crc32c.cc
+# The preloaded library: hooks, recorder and the shared event and file format.
+# No libstdc++ beyond headers, no exceptions, no RTTI; it links nothing of the
+# reading half.
+PRELOAD_SRCS := $(wildcard runtime/*.cc) $(wildcard interpose/*.cc) $(wildcard format/*.cc)
 PRELOAD_FLAGS := -isystem $(CUDA_HOME)/include -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden -ftls-model=initial-exec \
                  -fno-stack-protector -fno-threadsafe-statics -DPSC_PRELOAD
-TRACES_SRCS    := $(filter-out traces/crc32c.cc,$(wildcard traces/*.cc)) traces/crc32c.cc
-ESTIMATOR_SRCS := $(wildcard estimator/*.cc)
-TOOL_SRCS      := $(filter-out tools/main.cc,$(wildcard tools/*.cc))
+# The reading half, one archive per layer (README "Architecture"), listed top
+# first: the order a linker needs, and the order tools/lint allows includes in.
+LAYERS := cli exchange estimator pricing analysis traces common format
+layer_dir = $(if $(filter cli,$(1)),tools/cli,$(1))
+layer_srcs = $(filter-out tools/cli/main.cc,$(wildcard $(call layer_dir,$(1))/*.cc))
+READ_SRCS := $(foreach l,$(LAYERS),$(call layer_srcs,$(l)))
+SUPPORT_SRCS   := $(wildcard tests/support/*.cc)
 UNIT_SRCS      := $(wildcard tests/unit/*.cc)
 BENCH_SRCS     := $(wildcard tests/bench/*.cc)
 PROGRAM_SRCS   := $(wildcard tests/programs/*.cc)
@@ -33,13 +39,14 @@ PROGRAM_SRCS   := $(wildcard tests/programs/*.cc)
 obj = $(patsubst %.cc,$(BUILD)/$(1)/%.o,$(2))
 
 PRELOAD_OBJS   := $(call obj,preload,$(PRELOAD_SRCS))
-LIB_OBJS       := $(call obj,lib,$(TRACES_SRCS) $(ESTIMATOR_SRCS) $(TOOL_SRCS))
-UNIT_OBJS      := $(call obj,lib,$(UNIT_SRCS))
-BENCH_OBJS     := $(call obj,lib,$(BENCH_SRCS))
+SUPPORT_OBJS   := $(call obj,lib,$(SUPPORT_SRCS))
+UNIT_OBJS      := $(call obj,lib,$(UNIT_SRCS)) $(SUPPORT_OBJS)
+BENCH_OBJS     := $(call obj,lib,$(BENCH_SRCS)) $(SUPPORT_OBJS)
 PROGRAMS       := $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(PROGRAM_SRCS))
 
 PRELOAD := $(BUILD)/libpeakscope_preload.so
-LIBPSC  := $(BUILD)/libpeakscope.a
+# libpsc_<layer>.a, top first; `$(LIBS)` links them all.
+LIBS    := $(foreach l,$(LAYERS),$(BUILD)/lib/libpsc_$(l).a)
 CLI     := $(BUILD)/peakscope
 UNIT    := $(BUILD)/unit_tests
 BENCH   := $(BUILD)/benchmarks
@@ -51,7 +58,7 @@ CAPI_MAP := tools/capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: all deps deps-torch run test unit integration python-tests bench lint format clean
+.PHONY: FORCE all deps deps-torch run test unit integration python-tests bench lint format clean
 all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
 # Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
@@ -66,6 +73,16 @@ $(DEPS_STAMP):
 deps-torch:
 	@tools/ensure-deps torch
 
+# ---- generated ----------------------------------------------------------------
+# The pricing fingerprint that reports carry (pricing/pricing_fingerprint.h),
+# from the tokens of the sources that decide a price. The tool rewrites the
+# header only when the value changes, so a comment edit rebuilds nothing.
+FINGERPRINT_SRCS := $(sort $(filter-out pricing/report_replay.% pricing/pricing_fingerprint.h,$(wildcard pricing/*.cc pricing/*.h)))
+FINGERPRINT_H    := $(GENERATED)/pricing/fingerprint_value.h
+$(FINGERPRINT_H): $(FINGERPRINT_SRCS) tools/pricing-fingerprint FORCE
+	@$(PYTHON) tools/pricing-fingerprint --header $@ $(FINGERPRINT_SRCS)
+FORCE:
+
 # ---- objects ------------------------------------------------------------------
 $(BUILD)/preload/%.o: %.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -76,11 +93,11 @@ $(BUILD)/preload/%.o: %.cc | $(DEPS_STAMP)
 LIB_PIC_STAMP := $(BUILD)/lib/.fpic
 $(LIB_PIC_STAMP):
 	@mkdir -p $(dir $@) && touch $@
-$(BUILD)/lib/%.o: %.cc $(LIB_PIC_STAMP) | $(DEPS_STAMP)
+$(BUILD)/lib/%.o: %.cc $(LIB_PIC_STAMP) | $(DEPS_STAMP) $(FINGERPRINT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -c $< -o $@
 
-$(CAPI_OBJ): $(CAPI_SRC) | $(DEPS_STAMP)
+$(CAPI_OBJ): $(CAPI_SRC) | $(DEPS_STAMP) $(FINGERPRINT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
@@ -89,28 +106,31 @@ $(CAPI_OBJ): $(CAPI_SRC) | $(DEPS_STAMP)
 $(PRELOAD): $(PRELOAD_OBJS)
 	$(CC) -shared -o $@ $^ -Wl,--no-undefined -Wl,-z,nodelete -ldl -lpthread -lc
 
-$(LIBPSC): $(LIB_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
+define layer_archive
+$(BUILD)/lib/libpsc_$(1).a: $(call obj,lib,$(call layer_srcs,$(1)))
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
-$(CLI): $(BUILD)/lib/tools/main.o $(LIBPSC) $(PRELOAD)
-	$(CXX) -o $@ $(BUILD)/lib/tools/main.o $(LIBPSC) -lfmt -lsqlite3 -lpthread
+$(CLI): $(BUILD)/lib/tools/cli/main.o $(LIBS) $(PRELOAD)
+	$(CXX) -o $@ $(BUILD)/lib/tools/cli/main.o $(LIBS) -lfmt -lsqlite3 -lpthread
 
 # Nothing of the archive (or of fmt's headers) is exported: the version script
 # keeps the psc_calibration_* functions global and everything else local.
-$(CAPI_LIB): $(CAPI_OBJ) $(LIBPSC) $(CAPI_MAP)
-	$(CXX) -shared -o $@ $(CAPI_OBJ) $(LIBPSC) -Wl,--exclude-libs,ALL -Wl,--version-script=$(CAPI_MAP) \
+$(CAPI_LIB): $(CAPI_OBJ) $(LIBS) $(CAPI_MAP)
+	$(CXX) -shared -o $@ $(CAPI_OBJ) $(LIBS) -Wl,--exclude-libs,ALL -Wl,--version-script=$(CAPI_MAP) \
 	  -Wl,--no-undefined -lfmt -lsqlite3 -lpthread
 
 $(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $< -o $@ -lpthread -ldl
 
-$(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBPSC)
-	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBPSC) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
+$(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS)
+	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
 
-$(BENCH): $(BENCH_OBJS) $(LIBPSC)
-	$(CXX) -o $@ $(BENCH_OBJS) $(LIBPSC) -lbenchmark -lfmt -lsqlite3 -lpthread
+$(BENCH): $(BENCH_OBJS) $(LIBS)
+	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lpthread
 
 # ---- the two promised commands -------------------------------------------------
 run: all deps-torch

@@ -18,7 +18,7 @@
 
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
-#include "estimator/pricing.h"
+#include "pricing/pricing.h"
 
 namespace psc {
 

@@ -6,9 +6,9 @@
 #include <set>
 #include <utility>
 
-#include "estimator/analysis_attribute.h"
-#include "estimator/analysis_scope.h"
-#include "estimator/lifetimes.h"
+#include "analysis/attribution_pass.h"
+#include "analysis/memory_replay.h"
+#include "analysis/scope_tracker.h"
 #include "traces/deferred.h"
 
 namespace psc {

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "estimator/analysis.h"
+#include "analysis/analysis.h"
 #include "estimator/growth.h"
 
 namespace psc {

@@ -1,6 +1,6 @@
 // Prices from a calibration alone (DESIGN.md "Calibrated prices: waves never
 // recorded"): the plan of a wave nobody recorded, built from the calibrated
-// terms at the wave's size, priced by estimator/pricing.h at its worst moment;
+// terms at the wave's size, priced by pricing/pricing.h at its worst moment;
 // and the largest wave that fits a budget. `peakscope check` prices recorded
 // waves through the same plans, so its accuracy table measures these prices.
 //
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "estimator/admission.h"
 #include "estimator/calibration.h"
-#include "estimator/pricing.h"
+#include "pricing/admission.h"
+#include "pricing/pricing.h"
 
 namespace psc {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "estimator/predict.h"
-#include "estimator/price_json.h"
+#include "pricing/price_json.h"
 
 namespace psc {
 

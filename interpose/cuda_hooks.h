@@ -17,7 +17,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/event.h"
+#include "format/event.h"
 #include "runtime/recorder.h"
 #include "runtime/sys.h"
 

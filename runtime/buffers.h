@@ -10,7 +10,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/event.h"
+#include "format/event.h"
 
 namespace psc::rt {
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "traces/format.h"
+#include "format/file_format.h"
 
 namespace psc::rt {
 

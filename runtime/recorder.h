@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "runtime/event.h"
+#include "format/event.h"
 
 namespace psc::rt {
 

@@ -17,12 +17,12 @@
 
 #include <algorithm>
 
+#include "format/chunk_codec.h"
 #include "runtime/config.h"
 #include "runtime/drops.h"
 #include "runtime/state.h"
 #include "runtime/strings.h"
 #include "runtime/sys.h"
-#include "traces/chunk_codec.h"
 
 namespace psc::rt {
 

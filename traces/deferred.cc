@@ -66,7 +66,7 @@ class HookMatcher : public TraceVisitor {
     header_reserved_ = (meta.header.flags & format::kHeaderReservedLevel) != 0;
   }
 
-  // The level the analysis will read (ScanPass::chosen_level's rule).
+  // The level the analysis will read (PeakPass::chosen_level's rule).
   bool reserved_level() const {
     if (hooked_allocs_[0] > 0) return false;
     if (hooked_allocs_[1] > 0) return true;

@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/event.h"
+#include "format/event.h"
 #include "traces/reader.h"
 
 namespace psc {

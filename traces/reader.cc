@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "traces/chunk_codec.h"
-#include "traces/crc32c.h"
+#include "format/chunk_codec.h"
+#include "format/crc32c.h"
 
 namespace psc {
 namespace {

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/event.h"
-#include "traces/format.h"
+#include "format/event.h"
+#include "format/file_format.h"
 
 namespace psc {
 

@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/event.h"
-#include "traces/chunk_codec.h"
-#include "traces/format.h"
+#include "format/chunk_codec.h"
+#include "format/event.h"
+#include "format/file_format.h"
 
 namespace psc {
 

@@ -7,8 +7,8 @@
 
 #include <random>
 
-#include "estimator/admission.h"
-#include "estimator/pricing.h"
+#include "pricing/admission.h"
+#include "pricing/pricing.h"
 
 namespace psc::pricing {
 namespace {

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <string>
 
-#include "estimator/analysis.h"
-#include "estimator/analysis_trace_builder.h"
+#include "analysis/analysis.h"
+#include "tests/support/synthetic_trace.h"
 #include "traces/reader.h"
 
 namespace psc {

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "exchange/export_formats.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "traces/export_formats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A real file: SQLite resolves /proc/self/fd links to the memfd's name and

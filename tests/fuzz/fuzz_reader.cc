@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "estimator/analysis.h"
+#include "analysis/analysis.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "traces/reader.h"
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "exchange/export_formats.h"
+#include "exchange/import_pickle.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "traces/export_formats.h"
-#include "traces/import_pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

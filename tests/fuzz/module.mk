@@ -9,13 +9,13 @@ FUZZ_CXX      ?= clang++
 FUZZ_SECONDS  ?= 20
 FUZZ_DIR      := $(BUILD)/fuzz
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -MMD -MP
-FUZZ_LIB_SRCS := $(wildcard traces/*.cc) $(wildcard estimator/*.cc)
+FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -I$(GENERATED) -MMD -MP
+FUZZ_LIB_SRCS := $(filter-out tools/cli/%,$(READ_SRCS))
 FUZZ_LIB_OBJS := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_TARGETS  := fuzz_reader fuzz_torch_snapshot fuzz_nsys_sqlite
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
-$(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP)
+$(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
 

@@ -17,7 +17,7 @@ import struct
 import sys
 import zlib
 
-CATEGORY_COLORS = {  # traces/export_html.cc kColors
+CATEGORY_COLORS = {  # exchange/export_html.cc kColors
     "persistent": (0x8C, 0x8C, 0x8C), "boundary": (0x1F, 0x77, 0xB4), "adapter_gradient": (0xD6, 0x27, 0x28),
     "workspace": (0x2C, 0xA0, 0x2C), "first_execution": (0xFF, 0x7F, 0x0E), "head_outside": (0x94, 0x67, 0xBD),
     "other": (0xBC, 0xBD, 0x22),

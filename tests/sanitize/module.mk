@@ -5,11 +5,11 @@
 .PHONY: sanitize
 SAN_DIR := $(BUILD)/sanitize
 SAN_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-SAN_LIB_SRCS := $(TRACES_SRCS) $(ESTIMATOR_SRCS) $(TOOL_SRCS) $(CAPI_SRC)
+SAN_LIB_SRCS := $(READ_SRCS) $(SUPPORT_SRCS) $(CAPI_SRC)
 SAN_ASAN_OBJS := $(patsubst %.cc,$(SAN_DIR)/asan/%.o,$(SAN_LIB_SRCS) $(UNIT_SRCS))
-SAN_TSAN_SRCS := $(wildcard runtime/*.cc) traces/crc32c.cc traces/reader.cc tests/sanitize/recorder_stress.cc
+SAN_TSAN_SRCS := $(wildcard runtime/*.cc) format/crc32c.cc traces/reader.cc tests/sanitize/recorder_stress.cc
 
-$(SAN_DIR)/asan/%.o: %.cc | $(DEPS_STAMP)
+$(SAN_DIR)/asan/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) -O1 -g $(SAN_ASAN) $(WARN) $(CPPFLAGS) -c $< -o $@
 

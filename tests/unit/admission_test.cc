@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "estimator/admission.h"
-#include "estimator/plan.h"
-#include "estimator/price_json.h"
+#include "pricing/admission.h"
+#include "pricing/plan.h"
+#include "pricing/price_json.h"
 #include "tests/unit/pricing_cases.h"
 
 namespace psc::pricing {

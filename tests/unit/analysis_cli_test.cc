@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "estimator/analysis_trace_builder.h"
+#include "tests/support/synthetic_trace.h"
 
 namespace psc {
 namespace {

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "estimator/analysis.h"
-#include "estimator/analysis_trace_builder.h"
+#include "analysis/analysis.h"
+#include "tests/support/synthetic_trace.h"
 #include "tests/unit/test_support.h"
 
 namespace psc {

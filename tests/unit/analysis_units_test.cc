@@ -5,12 +5,12 @@
 
 #include <map>
 
-#include "estimator/analysis_scope.h"
-#include "estimator/analysis_text.h"
-#include "estimator/analysis_timeline.h"
-#include "estimator/attribution.h"
-#include "estimator/lifetimes.h"
-#include "estimator/ranges.h"
+#include "analysis/categories.h"
+#include "analysis/memory_replay.h"
+#include "analysis/range_names.h"
+#include "analysis/report_text.h"
+#include "analysis/scope_tracker.h"
+#include "analysis/timeline.h"
 
 namespace psc {
 namespace {
@@ -278,10 +278,10 @@ TEST(AnalysisTimeline, BucketsKeepTheMaximum) {
 }
 
 TEST(AnalysisText, Bytes) {
-  EXPECT_EQ(human_bytes(0), "0 B");
-  EXPECT_EQ(human_bytes(1023), "1023 B");
-  EXPECT_EQ(human_bytes(1536), "1.50 KiB");
-  EXPECT_EQ(human_bytes(3ull << 30), "3.00 GiB");
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(3ull << 30), "3.00 GiB");
   EXPECT_EQ(grouped(0), "0");
   EXPECT_EQ(grouped(1234567), "1,234,567");
   EXPECT_EQ(grouped(100), "100");

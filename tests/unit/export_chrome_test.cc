@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "estimator/analysis.h"
+#include "analysis/analysis.h"
+#include "exchange/exporter.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/exporter.h"
 
 namespace psc {
 namespace {

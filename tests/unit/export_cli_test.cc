@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "exchange/exporter.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/exporter.h"
 #include "traces/reader.h"
 
 namespace psc {

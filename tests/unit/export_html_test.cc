@@ -10,15 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "estimator/analysis.h"
-#include "estimator/analysis_json.h"
+#include "analysis/analysis.h"
+#include "analysis/memory_replay.h"
+#include "analysis/report_json.h"
 #include "estimator/calibration.h"
 #include "estimator/check.h"
-#include "estimator/lifetimes.h"
 #include "estimator/liveness.h"
+#include "exchange/export_model.h"
+#include "exchange/exporter.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/export_model.h"
-#include "traces/exporter.h"
 
 namespace psc {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "estimator/analysis.h"
+#include "analysis/analysis.h"
+#include "exchange/export_model.h"
+#include "exchange/exporter.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/export_model.h"
-#include "traces/exporter.h"
 
 namespace psc {
 namespace {

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "estimator/analysis_trace_builder.h"
+#include "tests/support/synthetic_trace.h"
 
 namespace psc::test {
 

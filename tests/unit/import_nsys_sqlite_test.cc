@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "estimator/analysis.h"
-#include "estimator/analysis_json.h"
-#include "estimator/lifetimes.h"
+#include "analysis/analysis.h"
+#include "analysis/memory_replay.h"
+#include "analysis/report_json.h"
+#include "exchange/export_nsys_schema.h"
+#include "exchange/exporter.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/export_nsys_schema.h"
-#include "traces/exporter.h"
 
 namespace psc {
 namespace {

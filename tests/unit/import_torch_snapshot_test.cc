@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "estimator/analysis.h"
+#include "analysis/analysis.h"
+#include "exchange/export_pickle.h"
+#include "exchange/exporter.h"
+#include "exchange/import_pickle.h"
 #include "tests/unit/export_test_support.h"
-#include "traces/export_pickle.h"
-#include "traces/exporter.h"
-#include "traces/import_pickle.h"
 
 namespace psc {
 namespace {

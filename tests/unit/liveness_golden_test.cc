@@ -10,10 +10,10 @@
 #include <functional>
 #include <string>
 
-#include "estimator/analysis_trace_builder.h"
 #include "estimator/calibration.h"
 #include "estimator/check.h"
 #include "estimator/liveness.h"
+#include "tests/support/synthetic_trace.h"
 #include "tests/unit/test_support.h"
 
 namespace psc {

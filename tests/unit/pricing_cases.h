@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
-#include "estimator/plan.h"
-#include "tests/unit/pricing_oracle.h"
+#include "pricing/plan.h"
+#include "tests/support/pricing_oracle.h"
 
 namespace psc::pricing::testing {
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "estimator/plan.h"
-#include "estimator/price_json.h"
-#include "estimator/pricing.h"
+#include "pricing/plan.h"
+#include "pricing/price_json.h"
+#include "pricing/pricing.h"
 
 namespace psc::pricing {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "estimator/plan.h"
+#include "pricing/plan.h"
 
 namespace psc::pricing {
 namespace {

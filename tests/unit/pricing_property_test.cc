@@ -1,15 +1,15 @@
 // Property tests: the closed form against the brute-force oracle
-// (tests/unit/pricing_oracle.h), to the byte, on random waves priced through the
+// (tests/support/pricing_oracle.h), to the byte, on random waves priced through the
 // JSON input path (so parameter metadata goes through the estimator's derivation).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "estimator/plan.h"
-#include "estimator/pricing.h"
+#include "pricing/plan.h"
+#include "pricing/pricing.h"
+#include "tests/support/pricing_oracle.h"
 #include "tests/unit/pricing_cases.h"
-#include "tests/unit/pricing_oracle.h"
 
 namespace psc::pricing {
 namespace {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "estimator/analysis.h"
-#include "estimator/analysis_trace_builder.h"
+#include "analysis/analysis.h"
+#include "format/crc32c.h"
+#include "tests/support/synthetic_trace.h"
 #include "tests/unit/test_support.h"
-#include "traces/crc32c.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "estimator/price_json.h"
-#include "estimator/pricing_fingerprint.h"
-#include "estimator/report_replay.h"
+#include "pricing/price_json.h"
+#include "pricing/pricing_fingerprint.h"
+#include "pricing/report_replay.h"
 
 namespace psc::pricing {
 namespace {

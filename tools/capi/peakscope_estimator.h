@@ -57,7 +57,7 @@ typedef struct psc_wave_request {
   int gradients_exist; /* a later wave of gradient accumulation: nothing pending */
 } psc_wave_request;
 
-/* A price, in bytes (estimator/pricing.h Price and Components). */
+/* A price, in bytes (pricing/pricing.h Price and Components). */
 typedef struct psc_price {
   size_t size;            /* sizeof(psc_price) */
   int64_t raw_bytes;      /* the unscaled sum: compare with a measured peak */

@@ -1,0 +1,139 @@
+#include "analysis/analysis.h"
+
+#include <fmt/format.h>
+
+#include "analysis/attribution_pass.h"
+#include "analysis/peak_pass.h"
+
+namespace psc {
+namespace {
+
+PeakSite site_of(const PeakPoint& p, const TraceMeta& meta, const RangeParser& parser) {
+  PeakSite site;
+  site.reached = p.reached;
+  site.seq = p.seq;
+  site.time_ns = p.time_ns;
+  site.thread = p.thread;
+  if (p.reached) {
+    if (p.thread < meta.threads.size()) site.thread_name = meta.threads[p.thread].name;
+    site.range = std::string(meta.string(p.range));
+    site.parsed = parser.parse(site.range);
+  }
+  return site;
+}
+
+// Hands every batch to the attribution pass and, when there is one, to the
+// device pass: one read of the file for both.
+class TeeVisitor : public TraceVisitor {
+ public:
+  TeeVisitor(TraceVisitor& first, TraceVisitor* second) : first_(first), second_(second) {}
+  void on_begin(const TraceMeta& meta) override {
+    first_.on_begin(meta);
+    if (second_) second_->on_begin(meta);
+  }
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
+    first_.on_events(events, count, meta);
+    if (second_) second_->on_events(events, count, meta);
+  }
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override {
+    first_.on_end(meta, status);
+    if (second_) second_->on_end(meta, status);
+  }
+
+ private:
+  TraceVisitor& first_;
+  TraceVisitor* second_;
+};
+
+// Both passes describe the same events, so every snapshot's breakdown must add
+// up to the live bytes pass 1 measured there. Say so if it does not.
+void check_sum(const char* what, uint64_t expected, const LiveBreakdown& live, std::vector<std::string>* warnings) {
+  if (live.bytes == expected) return;
+  warnings->push_back(
+      fmt::format("{}: live allocations add up to {} bytes but {} were measured", what, live.bytes, expected));
+}
+
+}  // namespace
+
+Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) {
+  const RangeParser& parser = options.ranges ? *options.ranges : default_range_parser();
+  const Classifier& classifier = options.classifier ? *options.classifier : default_classifier();
+
+  // A trace without deferred events is scanned once, as it always was; one
+  // with them is scanned again with the events placed by time.
+  Analysis analysis;
+  std::unique_ptr<PeakPass> scan_pass = std::make_unique<PeakPass>(parser);
+  DeferredCollector collector(scan_pass.get());
+  read_trace(path, collector);
+  if (collector.found()) {
+    analysis.placement =
+        build_placement(path, std::move(collector.deferred()), collector.strings(), collector.events());
+    scan_pass = std::make_unique<PeakPass>(parser);
+    scan_pass->count_withheld(analysis.placement->counts.withheld);
+    read_placed(path, analysis.placement.get(), *scan_pass);
+  }
+  PeakPass& scan = *scan_pass;
+
+  const MemoryLevel level = scan.chosen_level();
+  scan.fill_summary(&analysis.trace, &analysis.memory, level);
+  const LevelScan& measured = scan.level(level);
+
+  AttributionInputs inputs;
+  inputs.ranges = &parser;
+  inputs.classifier = &classifier;
+  inputs.level = level;
+  inputs.event_limit = scan.events();
+  inputs.waves = &scan.waves();
+  inputs.first_time_ns = analysis.trace.first_time_ns;
+  inputs.last_time_ns = analysis.trace.last_time_ns;
+  inputs.timeline_points = options.timeline_points;
+  inputs.snapshot_ordinals.push_back(measured.peak.ordinal);
+  for (const LevelScan::Wave& w : measured.waves) inputs.snapshot_ordinals.push_back(w.peak.ordinal);
+
+  AttributionPass attribute(inputs);
+  const auto& by_kind = analysis.trace.events_by_kind;
+  const bool has_counters = by_kind[static_cast<size_t>(EventKind::kCounter)] > 0;
+  const bool has_marks = by_kind[static_cast<size_t>(EventKind::kMark)] > 0;
+  std::unique_ptr<DeviceUsagePass> device;
+  if (analysis.placement || has_counters || has_marks) {
+    DeviceUsagePass::Inputs device_inputs;
+    device_inputs.ranges = &parser;
+    // Per-device live bytes are only needed next to device samples or CUPTI.
+    device_inputs.replay_memory = analysis.placement || collector.device_samples();
+    device_inputs.event_limit = scan.events();
+    device_inputs.peak_ordinal = measured.peak.reached ? measured.peak.ordinal : UINT64_MAX;
+    device_inputs.waves = measured.waves.size();
+    device = std::make_unique<DeviceUsagePass>(device_inputs);
+  }
+  TeeVisitor both(attribute, device.get());
+  read_placed(path, analysis.placement.get(), both);
+  const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
+
+  const TraceMeta& meta = scan.meta();
+  analysis.peak.bytes = measured.peak.bytes;
+  analysis.peak.site = site_of(measured.peak, meta, parser);
+  analysis.peak.live = snapshots[0];
+  check_sum("peak", measured.peak.bytes, analysis.peak.live, &analysis.warnings);
+
+  for (size_t i = 0; i < measured.waves.size(); ++i) {
+    const LevelScan::Wave& w = measured.waves[i];
+    WaveReport report;
+    report.span = scan.waves()[i];
+    report.baseline_bytes = w.baseline_bytes;
+    report.peak.bytes = w.peak.bytes;
+    report.peak.site = site_of(w.peak, meta, parser);
+    report.peak.live = snapshots[i + 1];
+    check_sum(fmt::format("wave {} peak", i).c_str(), w.peak.bytes, report.peak.live, &analysis.warnings);
+    analysis.waves.push_back(std::move(report));
+  }
+  analysis.timeline = attribute.timeline();
+  if (device) {
+    analysis.device = device->result(scan.waves());
+    if (analysis.placement) analysis.device.placement = analysis.placement->counts;
+    analysis.device.present = analysis.device.present || analysis.placement != nullptr;
+    pair_cold_warm(scan.waves(), &analysis.device);
+  }
+  return analysis;
+}
+
+}  // namespace psc

@@ -1,0 +1,150 @@
+// Analysis of one trace: the peak, what is live at it and why, and each wave's
+// baseline and peak. What `peakscope report` prints; calibration builds on it.
+//
+// Streaming in two passes over the file, memory O(live allocations + waves)
+// (one more, and the deferred events in memory, when the trace has CUPTI's
+// deferred events: see traces/deferred.h):
+//   1. scan: replay both memory levels, find the peak (first time reached),
+//      each wave's baseline and peak, and the waves' spans and payloads;
+//   2. attribute: replay the chosen level again; when each allocation ends
+//      (freed, replaced, or still live at the end) classify it from where it
+//      was made and where it died, and add its bytes to every snapshot (the
+//      peak, each wave's peak) its lifetime covers.
+// An allocation live at the peak is therefore classified by where it is freed
+// later, which one pass could not know.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/categories.h"
+#include "analysis/device_usage.h"
+#include "analysis/memory_replay.h"
+#include "analysis/range_names.h"
+#include "analysis/scope_tracker.h"
+#include "traces/deferred.h"
+#include "traces/reader.h"
+
+namespace psc {
+
+struct AnalysisOptions {
+  const RangeParser* ranges = nullptr;     // default_range_parser() when null
+  const Classifier* classifier = nullptr;  // default_classifier() when null
+  size_t timeline_points = 100;            // buckets of the live-bytes timeline; 0 for none
+};
+
+// Where a peak was reached: the allocation that first took live bytes there.
+struct PeakSite {
+  bool reached = false;  // false when nothing was ever live
+  uint64_t seq = 0;
+  uint64_t time_ns = 0;
+  uint32_t thread = 0;
+  std::string thread_name;  // as the recorder named it ("" when unknown)
+  std::string range;        // the attributed range name ("" for none)
+  RangeName parsed;
+};
+
+// Bytes live at one instant with one (range, layer, category).
+struct LiveGroup {
+  std::string range;
+  int32_t layer = kNoLayer;  // the category's layer, else the range's, else none
+  Category category = Category::kOther;
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  // Allocations only CUPTI saw (traces/deferred.h), with the library CUPTI
+  // named; false and "" for everything the hooks recorded.
+  bool cupti_only = false;
+  std::string source;
+};
+
+struct LayerRow {
+  int32_t layer = 0;
+  uint64_t boundary_bytes = 0;
+  uint64_t adapter_gradient_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t other_bytes = 0;  // anything else charged to this layer
+};
+
+// What was live at a snapshot, broken down.
+struct LiveBreakdown {
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  std::vector<LiveGroup> groups;  // largest first
+  std::array<uint64_t, kCategoryCount> category_bytes{};
+  std::vector<LayerRow> layers;  // 0..max layer seen, dense (only layers present beyond 4096)
+};
+
+struct PeakReport {
+  uint64_t bytes = 0;  // absolute live bytes
+  PeakSite site;
+  LiveBreakdown live;
+};
+
+struct WaveReport {
+  WaveSpan span;                // index, payload, where it began and ended
+  uint64_t baseline_bytes = 0;  // live just before the push
+  PeakReport peak;              // max live inside the wave (absolute)
+
+  uint64_t measured_peak_bytes() const { return peak.bytes - baseline_bytes; }
+};
+
+struct TimelinePoint {
+  uint64_t time_ns = 0;     // end of the bucket's last sample
+  uint64_t live_bytes = 0;  // live at that sample
+  uint64_t max_bytes = 0;   // max live within the bucket
+};
+
+struct TraceSummary {
+  std::string path;
+  ReadStatus status;
+  format::FileHeader header{};
+  std::string command;
+  size_t threads = 0;
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  uint64_t dropped = 0;
+  uint64_t late_events = 0;
+  bool clean_end = false;
+  uint64_t first_time_ns = 0;
+  uint64_t last_time_ns = 0;
+  std::array<uint64_t, kMaxEventKind + 1> events_by_kind{};
+  uint64_t unmatched_range_ends = 0;  // pops/ends with no open range
+  // Sequence numbers are global and consecutive: numbers between the first and
+  // last that never appear are events lost (dropped, or lost without a count).
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  uint64_t missing_seqs = 0;
+};
+
+struct MemorySummary {
+  MemoryLevel level = MemoryLevel::kAllocated;
+  MemoryCounts counts;              // of the analysed level
+  uint64_t other_level_events = 0;  // alloc/free events of the level not analysed
+  uint64_t maps = 0;                // kMap/kUnmap: VMM mappings, not memory by themselves
+  uint64_t unmaps = 0;
+  uint64_t counters = 0;
+  uint64_t live_at_end_bytes = 0;
+  uint64_t live_at_end_allocations = 0;
+};
+
+struct Analysis {
+  TraceSummary trace;
+  MemorySummary memory;
+  PeakReport peak;
+  std::vector<WaveReport> waves;
+  std::vector<TimelinePoint> timeline;
+  std::vector<std::string> warnings;  // internal inconsistencies, never expected
+  // Where CUPTI's deferred events were placed; null when the trace has none.
+  // Every later pass over the same trace reads through it (read_placed) so
+  // that its events and ordinals are the ones analysed here.
+  std::shared_ptr<const DeferredPlacement> placement;
+  DeviceUsage device;  // device samples and CUPTI (present only when the trace has them)
+};
+
+// Throws TraceError when the file is not a readable trace. A truncated or
+// corrupt tail is not an error: the analysis covers what was read before it.
+Analysis analyze_trace(const std::string& path, const AnalysisOptions& options = {});
+
+}  // namespace psc

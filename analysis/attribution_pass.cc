@@ -1,0 +1,158 @@
+#include "analysis/attribution_pass.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace psc {
+
+AttributionPass::AttributionPass(const AttributionInputs& inputs)
+    : in_(inputs),
+      ranges_(*inputs.ranges),
+      scope_(ranges_),
+      replay_(this),
+      timeline_(inputs.first_time_ns, inputs.last_time_ns, inputs.timeline_points),
+      groups_(inputs.snapshot_ordinals.size()) {
+  std::vector<size_t> order(in_.snapshot_ordinals.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return in_.snapshot_ordinals[a] < in_.snapshot_ordinals[b]; });
+  for (size_t i : order) {
+    sorted_ordinals_.push_back(in_.snapshot_ordinals[i]);
+    sorted_snapshot_.push_back(i);
+  }
+}
+
+void AttributionPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
+  meta_ = &meta;
+  for (size_t i = 0; i < count && ordinal_ < in_.event_limit; ++i) {
+    const Event& e = events[i];
+    const uint64_t ordinal = ordinal_++;
+    if (!is_memory_event(e.kind)) {
+      scope_.on_event(e, ordinal, meta);
+      continue;
+    }
+    if (memory_level_of(e) != in_.level) continue;
+    const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
+    const MemoryReplay::Effect effect = replay_.apply(e, site);
+    if (effect == MemoryReplay::Effect::kNone) continue;
+    if (effect == MemoryReplay::Effect::kAllocated && e.api == Api::kCupti) cupti_sources_[ordinal] = e.name;
+    timeline_.record(e.time_ns, replay_.live_bytes());
+  }
+}
+
+namespace {
+
+bool outlives_next_wave(const Lifetime& l, const std::vector<WaveSpan>& waves) {
+  if (l.alloc.wave >= 0) return false;
+  if (l.end.kind == EndKind::kStillLive) return true;
+  auto next = std::upper_bound(waves.begin(), waves.end(), l.alloc.ordinal,
+                               [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
+  return next != waves.end() && next->ended && l.end.ordinal > next->end_ordinal;
+}
+
+}  // namespace
+
+AllocationFacts allocation_facts(const Lifetime& l, const std::vector<WaveSpan>& waves, RangeTable& ranges,
+                                 const TraceMeta& meta) {
+  AllocationFacts f;
+  f.made_in = ranges.lookup(l.alloc.range, meta);
+  f.end = l.end.kind;
+  if (l.end.kind != EndKind::kStillLive) {
+    f.ended_in = ranges.lookup(l.end.range, meta);
+    f.ended_in_wave = l.end.wave;
+  }
+  f.made_in_wave = l.alloc.wave;
+  f.outlives_next_wave = outlives_next_wave(l, waves);
+  if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < waves.size())
+    f.made_in_cold_wave = waves[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
+  f.bytes = l.alloc.bytes;
+  f.alloc_seq = l.alloc.seq;
+  f.thread = l.alloc.thread;
+  f.memory = l.alloc.memory;
+  return f;
+}
+
+void AttributionPass::on_lifetime(const Lifetime& l) {
+  uint32_t source = 0;
+  if (!cupti_sources_.empty()) {
+    if (auto it = cupti_sources_.find(l.alloc.ordinal); it != cupti_sources_.end()) {
+      source = it->second.value + 1;
+      cupti_sources_.erase(it);
+    }
+  }
+  // Most lifetimes cover no snapshot: find that out before classifying.
+  auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
+  if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
+  const Attribution a = in_.classifier->classify(allocation_facts(l, *in_.waves, ranges_, *meta_));
+  const GroupKey key{l.alloc.range.value, a.layer, a.category, source};
+  for (auto it = lo; it != sorted_ordinals_.end() && *it < l.end.ordinal; ++it) {
+    GroupTotal& total = groups_[sorted_snapshot_[static_cast<size_t>(it - sorted_ordinals_.begin())]][key];
+    total.bytes += l.alloc.bytes;
+    ++total.allocations;
+  }
+}
+
+namespace {
+
+// Dense rows 0..max layer, so a table reads as the model's layers; a hostile or
+// odd range name with a huge layer number gets rows only for layers present.
+constexpr int32_t kMaxDenseLayers = 4096;
+
+std::vector<LayerRow> layer_rows(const std::vector<LiveGroup>& groups) {
+  std::vector<int32_t> present;
+  for (const LiveGroup& g : groups)
+    if (g.layer >= 0) present.push_back(g.layer);
+  std::sort(present.begin(), present.end());
+  present.erase(std::unique(present.begin(), present.end()), present.end());
+  if (!present.empty() && present.back() < kMaxDenseLayers) {
+    present.resize(static_cast<size_t>(present.back()) + 1);
+    std::iota(present.begin(), present.end(), 0);
+  }
+  std::vector<LayerRow> rows(present.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].layer = present[i];
+  for (const LiveGroup& g : groups) {
+    if (g.layer < 0) continue;
+    auto it = std::lower_bound(present.begin(), present.end(), g.layer);
+    LayerRow& row = rows[static_cast<size_t>(it - present.begin())];
+    switch (g.category) {
+      case Category::kBoundary: row.boundary_bytes += g.bytes; break;
+      case Category::kAdapterGradient: row.adapter_gradient_bytes += g.bytes; break;
+      case Category::kWorkspace: row.workspace_bytes += g.bytes; break;
+      default: row.other_bytes += g.bytes; break;
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& meta) const {
+  LiveBreakdown b;
+  for (const auto& [key, total] : groups) {
+    b.bytes += total.bytes;
+    b.allocations += total.allocations;
+    b.category_bytes[static_cast<size_t>(key.category)] += total.bytes;
+    b.groups.push_back(LiveGroup{std::string(meta.string(StringId{key.range})), key.layer, key.category, total.bytes,
+                                 total.allocations, key.source != 0,
+                                 key.source ? std::string(meta.string(StringId{key.source - 1})) : std::string()});
+  }
+  std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.range != y.range) return x.range < y.range;
+    if (x.layer != y.layer) return x.layer < y.layer;
+    if (x.category != y.category) return x.category < y.category;
+    if (x.cupti_only != y.cupti_only) return y.cupti_only;
+    return x.source < y.source;
+  });
+  b.layers = layer_rows(b.groups);
+  return b;
+}
+
+void AttributionPass::on_end(const TraceMeta& meta, const ReadStatus&) {
+  meta_ = &meta;
+  replay_.finish();
+  breakdowns_.clear();
+  for (const Groups& g : groups_) breakdowns_.push_back(breakdown(g, meta));
+}
+
+}  // namespace psc

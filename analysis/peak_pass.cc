@@ -1,0 +1,93 @@
+#include "analysis/peak_pass.h"
+
+#include <algorithm>
+
+namespace psc {
+
+void PeakPass::grew(LevelScan& level, const Event& e, const EventSite& site) {
+  const uint64_t live = level.replay.live_bytes();
+  auto raise = [&](PeakPoint& p) {
+    if (live <= p.bytes) return;  // strictly greater: the first time a maximum is reached
+    p = PeakPoint{live, true, site.ordinal, e.seq, e.time_ns, site.range, e.thread};
+  };
+  raise(level.peak);
+  for (int32_t w : scope_.open_waves()) raise(level.waves[static_cast<size_t>(w)].peak);
+}
+
+void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
+  for (size_t i = 0; i < count; ++i) {
+    const Event& e = events[i];
+    const uint64_t ordinal = ordinal_++;
+    if (static_cast<uint8_t>(e.kind) <= kMaxEventKind) ++by_kind_[static_cast<uint8_t>(e.kind)];
+    first_time_ns_ = std::min(first_time_ns_, e.time_ns);
+    last_time_ns_ = std::max(last_time_ns_, e.time_ns);
+    first_seq_ = std::min(first_seq_, e.seq);
+    last_seq_ = std::max(last_seq_, e.seq);
+
+    if (is_memory_event(e.kind)) {
+      LevelScan& level = levels_[static_cast<int>(memory_level_of(e))];
+      const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
+      if (level.replay.apply(e, site) == MemoryReplay::Effect::kAllocated) grew(level, e, site);
+      continue;
+    }
+    const ScopeTracker::Update update = scope_.on_event(e, ordinal, meta);
+    if (update.change != ScopeTracker::Change::kWaveBegin) continue;
+    for (LevelScan& level : levels_) {
+      // A wave that never grows peaks at its baseline, snapshotted at its start.
+      level.waves.resize(static_cast<size_t>(update.wave) + 1);
+      LevelScan::Wave& w = level.waves.back();
+      w.baseline_bytes = level.replay.live_bytes();
+      w.peak = PeakPoint{w.baseline_bytes, false, ordinal, e.seq, e.time_ns, {}, e.thread};
+    }
+  }
+}
+
+void PeakPass::on_end(const TraceMeta& meta, const ReadStatus& status) {
+  meta_ = meta;
+  status_ = status;
+}
+
+MemoryLevel PeakPass::chosen_level() const {
+  if (level(MemoryLevel::kAllocated).replay.counts().allocs > 0) return MemoryLevel::kAllocated;
+  if (level(MemoryLevel::kReserved).replay.counts().allocs > 0) return MemoryLevel::kReserved;
+  return (meta_.header.flags & format::kHeaderReservedLevel) ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
+}
+
+void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel chosen) const {
+  trace->path = meta_.path;
+  trace->status = status_;
+  trace->header = meta_.header;
+  trace->command = meta_.command;
+  trace->threads =
+      static_cast<size_t>(std::count_if(meta_.threads.begin(), meta_.threads.end(),
+                                        [](const ThreadInfo& t) { return t.os_tid != 0 || !t.name.empty(); }));
+  trace->drops = meta_.drops;
+  trace->dropped = meta_.dropped_total();
+  trace->late_events = meta_.late_events;
+  trace->clean_end = meta_.clean_end;
+  trace->first_time_ns = ordinal_ ? first_time_ns_ : 0;
+  trace->last_time_ns = last_time_ns_;
+  if (ordinal_) {
+    trace->first_seq = first_seq_;
+    trace->last_seq = last_seq_;
+    const uint64_t span = last_seq_ - first_seq_ + 1;
+    const uint64_t seen = ordinal_ + withheld_;
+    trace->missing_seqs = span > seen ? span - seen : 0;
+  }
+  trace->events_by_kind = by_kind_;
+  trace->unmatched_range_ends = scope_.unmatched_pops();
+
+  const LevelScan& analysed = level(chosen);
+  const LevelScan& other = level(chosen == MemoryLevel::kAllocated ? MemoryLevel::kReserved : MemoryLevel::kAllocated);
+  memory->level = chosen;
+  memory->counts = analysed.replay.counts();
+  const MemoryCounts& oc = other.replay.counts();
+  memory->other_level_events = oc.allocs + oc.frees + oc.nested + oc.failed + oc.unmatched_frees + oc.null_frees;
+  memory->maps = by_kind_[static_cast<int>(EventKind::kMap)];
+  memory->unmaps = by_kind_[static_cast<int>(EventKind::kUnmap)];
+  memory->counters = by_kind_[static_cast<int>(EventKind::kCounter)];
+  memory->live_at_end_bytes = analysed.replay.live_bytes();
+  memory->live_at_end_allocations = analysed.replay.live_allocations();
+}
+
+}  // namespace psc

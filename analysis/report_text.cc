@@ -1,0 +1,215 @@
+#include "analysis/report_text.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "analysis/device_usage_report.h"
+#include "analysis/report_json.h"
+
+namespace psc {
+namespace {
+
+using Out = std::string;
+
+std::string seconds_since(uint64_t time_ns, uint64_t first_ns) {
+  const double s = time_ns >= first_ns ? static_cast<double>(time_ns - first_ns) / 1e9 : 0.0;
+  return fmt::format("+{:.6f} s", s);
+}
+
+// "1 chunk", "3 chunks"
+std::string count(uint64_t n, const char* noun) { return fmt::format("{} {}{}", grouped(n), noun, n == 1 ? "" : "s"); }
+
+std::string layer_text(int32_t layer) { return layer == kNoLayer ? "-" : std::to_string(layer); }
+
+std::string percent(uint64_t part, uint64_t whole) {
+  return whole == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+// "backward/layer.0 (backward, layer 0)"; "(no range)" when empty.
+std::string where(const PeakSite& site) {
+  const std::string name = site.range.empty() ? "(no range)" : site.range;
+  if (site.parsed.has_layer())
+    return fmt::format("{} ({}, layer {})", name, phase_name(site.parsed.phase), site.parsed.layer);
+  return fmt::format("{} ({})", name, phase_name(site.parsed.phase));
+}
+
+void render_status(const Analysis& a, Out& out) {
+  const TraceSummary& t = a.trace;
+  const ReadStatus& s = t.status;
+  out += fmt::format("trace      {}\n", t.path);
+  out += fmt::format("status     {}: {} in {} ({} of {} bytes read){}\n", read_state_name(s.state),
+                     count(s.events, "event"), count(s.chunks, "chunk"), grouped(s.good_bytes), grouped(s.file_bytes),
+                     t.clean_end ? ", closed cleanly" : ", not closed by the recorder");
+  const size_t host_length = strnlen(t.header.hostname, sizeof t.header.hostname);
+  out += fmt::format("process    pid {}", t.header.pid);
+  if (t.header.rank >= 0) out += fmt::format(", rank {}", t.header.rank);
+  if (t.header.local_rank >= 0) out += fmt::format(", local rank {}", t.header.local_rank);
+  if (host_length) out += fmt::format(", host {}", std::string(t.header.hostname, host_length));
+  out += fmt::format(", {}\n", count(t.threads, "thread"));
+  if (!t.command.empty()) out += fmt::format("command    {}\n", t.command);
+}
+
+void render_warnings(const Analysis& a, Out& out) {
+  const TraceSummary& t = a.trace;
+  if (!t.status.complete())
+    out += fmt::format("WARNING    the trace is {} ({}); this report covers the {} events before that point\n",
+                       read_state_name(t.status.state), t.status.reason, grouped(t.status.events));
+  else if (!t.clean_end)
+    out +=
+        "WARNING    the recorder did not close the trace (the process was killed or crashed?); "
+        "everything written before that is reported\n";
+  if (t.dropped > 0) {
+    std::string reasons;
+    for (int r = 0; r < format::kDropReasonCount; ++r) {
+      if (t.drops[static_cast<size_t>(r)] == 0) continue;
+      if (!reasons.empty()) reasons += ", ";
+      reasons += fmt::format("{} {}", drop_reason_name(static_cast<format::DropReason>(r)),
+                             grouped(t.drops[static_cast<size_t>(r)]));
+    }
+    out += fmt::format("WARNING    the recorder dropped {} events ({}): figures may be low\n", grouped(t.dropped),
+                       reasons);
+  }
+  if (t.missing_seqs > 0)
+    out += fmt::format(
+        "WARNING    {} sequence numbers between {} and {} are missing from the file: events were lost "
+        "({} counted as dropped)\n",
+        grouped(t.missing_seqs), t.first_seq, t.last_seq, grouped(t.dropped));
+  if (t.late_events > 0)
+    out += fmt::format("note       {} events were written after later ones (late); they are analysed in file order\n",
+                       grouped(t.late_events));
+  for (const std::string& w : a.warnings) out += fmt::format("WARNING    {}\n", w);
+}
+
+void render_memory(const Analysis& a, Out& out) {
+  const MemorySummary& m = a.memory;
+  const MemoryCounts& c = m.counts;
+  out += fmt::format("memory     {} level: {} ({} in total), {}\n", memory_level_name(m.level),
+                     count(c.allocs, "allocation"), format_bytes(c.allocated_bytes), count(c.frees, "free"));
+  std::string ignored;
+  auto add = [&](uint64_t n, const char* what) {
+    if (n == 0) return;
+    if (!ignored.empty()) ignored += ", ";
+    ignored += fmt::format("{} {}", grouped(n), what);
+  };
+  add(c.nested, "nested");
+  add(c.failed, "failed");
+  add(c.unmatched_frees, "unmatched frees");
+  add(c.replaced, "allocations over a live address");
+  add(c.null_frees, "frees of address 0");
+  add(m.other_level_events, m.level == MemoryLevel::kAllocated ? "reserved-level events" : "allocated-level events");
+  if (!ignored.empty()) out += fmt::format("           not counted: {}\n", ignored);
+  out += fmt::format("           live at the end: {} in {}\n", format_bytes(m.live_at_end_bytes),
+                     count(m.live_at_end_allocations, "allocation"));
+}
+
+void render_peak(const Analysis& a, Out& out) {
+  const PeakReport& p = a.peak;
+  if (!p.site.reached) {
+    out += "peak       nothing was ever live\n";
+    return;
+  }
+  const std::string thread = p.site.thread_name.empty() ? std::to_string(p.site.thread)
+                                                        : fmt::format("{} ({})", p.site.thread, p.site.thread_name);
+  out += fmt::format("peak       {} ({} bytes) at {} (seq {}), thread {}\n", format_bytes(p.bytes), p.bytes,
+                     seconds_since(p.site.time_ns, a.trace.first_time_ns), p.site.seq, thread);
+  out += fmt::format("           reached in {}; {} live\n", where(p.site), count(p.live.allocations, "allocation"));
+}
+
+void render_categories(const LiveBreakdown& live, Out& out) {
+  out += fmt::format("  {:<18} {:>12} {:>16} {:>7}\n", "category", "size", "bytes", "share");
+  for (int c = 0; c < kCategoryCount; ++c) {
+    const uint64_t bytes = live.category_bytes[static_cast<size_t>(c)];
+    if (bytes == 0) continue;
+    out += fmt::format("  {:<18} {:>12} {:>16} {:>7}\n", category_name(static_cast<Category>(c)), format_bytes(bytes),
+                       bytes, percent(bytes, live.bytes));
+  }
+}
+
+void render_layers(const std::vector<LayerRow>& layers, Out& out, const char* indent) {
+  if (layers.empty()) {
+    out += fmt::format("{}(no per-layer bytes)\n", indent);
+    return;
+  }
+  out += fmt::format("{}{:>5} {:>12} {:>17} {:>12} {:>12}\n", indent, "layer", "boundary", "adapter_gradient",
+                     "workspace", "other");
+  for (const LayerRow& r : layers)
+    out += fmt::format("{}{:>5} {:>12} {:>17} {:>12} {:>12}\n", indent, r.layer, format_bytes(r.boundary_bytes),
+                       format_bytes(r.adapter_gradient_bytes), format_bytes(r.workspace_bytes),
+                       format_bytes(r.other_bytes));
+}
+
+void render_ranges(const LiveBreakdown& live, size_t max_rows, Out& out) {
+  out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", "size", "allocs", "category", "layer", "range");
+  for (size_t i = 0; i < live.groups.size() && i < max_rows; ++i) {
+    const LiveGroup& g = live.groups[i];
+    std::string range = g.range.empty() ? "(no range)" : g.range;
+    if (g.cupti_only) range += fmt::format(" [CUPTI-only: {}]", g.source.empty() ? "(unnamed)" : g.source);
+    out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", format_bytes(g.bytes), grouped(g.allocations),
+                       category_name(g.category), layer_text(g.layer), range);
+  }
+  if (live.groups.size() > max_rows)
+    out += fmt::format("  ... {} more groups (see --json)\n", live.groups.size() - max_rows);
+}
+
+std::string optional_text(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; }
+
+void render_waves(const Analysis& a, const TextOptions& options, Out& out) {
+  if (a.waves.empty()) {
+    out += "\nwaves: none (no `wave` ranges in the trace)\n";
+    return;
+  }
+  out += fmt::format("\nwaves (peak is absolute; measured = peak - baseline)\n");
+  out += fmt::format("  {:>4} {:>7} {:>5} {:>6} {:>12} {:>12} {:>12} {:>16}  {}\n", "wave", "tokens", "cold", "groups",
+                     "baseline", "peak", "measured", "measured bytes", "peak in");
+  for (const WaveReport& w : a.waves) {
+    const WavePayload& p = w.span.payload;
+    const std::string cold = p.cold ? (*p.cold ? "yes" : "no") : "-";
+    std::string site = w.peak.site.reached ? where(w.peak.site) : "(no growth)";
+    if (!w.span.ended) site += " [wave not closed]";
+    out +=
+        fmt::format("  {:>4} {:>7} {:>5} {:>6} {:>12} {:>12} {:>12} {:>16}  {}\n", w.span.index,
+                    optional_text(p.tokens), cold, optional_text(p.groups), format_bytes(w.baseline_bytes),
+                    format_bytes(w.peak.bytes), format_bytes(w.measured_peak_bytes()), w.measured_peak_bytes(), site);
+    if (!p.error.empty()) out += fmt::format("       payload problem: {} (raw: {})\n", p.error, p.raw);
+  }
+  if (!options.wave_layers) return;
+  for (const WaveReport& w : a.waves) {
+    const std::string in = w.peak.site.reached ? ", in " + where(w.peak.site) : "";
+    out += fmt::format("\nwave {} at its peak ({}{}): per layer\n", w.span.index, format_bytes(w.peak.bytes), in);
+    render_layers(w.peak.live.layers, out, "  ");
+  }
+}
+
+}  // namespace
+
+std::string grouped(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string render_analysis_text(const Analysis& a, const TextOptions& options) {
+  Out out;
+  render_status(a, out);
+  render_warnings(a, out);
+  render_memory(a, out);
+  render_peak(a, out);
+  if (a.peak.site.reached) {
+    out += "\nlive at peak by category\n";
+    render_categories(a.peak.live, out);
+    out += "\nlive at peak by layer\n";
+    render_layers(a.peak.live.layers, out, "  ");
+    out += "\nlive at peak by range\n";
+    render_ranges(a.peak.live, options.max_ranges, out);
+  }
+  render_waves(a, options, out);
+  render_device_usage_text(a, out);
+  return out;
+}
+
+}  // namespace psc

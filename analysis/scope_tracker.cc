@@ -1,0 +1,179 @@
+#include "analysis/scope_tracker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace psc {
+namespace {
+
+std::optional<int64_t> integer_field(const nlohmann::json& object, const char* key, std::string* error) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_number_float()) {
+    const double v = it->get<double>();
+    if (std::isfinite(v) && std::fabs(v) < 9.0e18 && v == std::floor(v)) return static_cast<int64_t>(v);
+  }
+  if (error->empty()) *error = std::string("\"") + key + "\" is not an integer";
+  return std::nullopt;
+}
+
+}  // namespace
+
+WavePayload parse_wave_payload(std::string_view text) {
+  WavePayload p;
+  p.present = true;
+  p.raw = std::string(text);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    p.error = "payload is not valid JSON";
+    return p;
+  }
+  if (!j.is_object()) {
+    p.error = "payload is not a JSON object";
+    return p;
+  }
+  p.tokens = integer_field(j, "tokens", &p.error);
+  p.groups = integer_field(j, "groups", &p.error);
+  if (auto it = j.find("cold"); it != j.end() && !it->is_null()) {
+    if (it->is_boolean())
+      p.cold = it->get<bool>();
+    else if (p.error.empty())
+      p.error = "\"cold\" is not a boolean";
+  }
+  if (auto it = j.find("slots"); it != j.end() && !it->is_null()) {
+    if (it->is_array()) {
+      for (const auto& slot : *it) p.slots.push_back(slot.is_string() ? slot.get<std::string>() : slot.dump());
+    } else if (p.error.empty()) {
+      p.error = "\"slots\" is not an array";
+    }
+  }
+  return p;
+}
+
+int32_t ScopeTracker::begin_wave(const Event& e, uint64_t ordinal) {
+  WaveSpan w;
+  w.index = static_cast<int32_t>(waves_.size());
+  w.thread = e.thread;
+  w.begin_ordinal = ordinal;
+  w.begin_seq = e.seq;
+  w.begin_time_ns = e.time_ns;
+  waves_.push_back(std::move(w));
+  open_waves_.push_back(waves_.back().index);
+  return waves_.back().index;
+}
+
+void ScopeTracker::end_wave(int32_t wave, const Event& e, uint64_t ordinal) {
+  WaveSpan& w = waves_[static_cast<size_t>(wave)];
+  w.ended = true;
+  w.end_ordinal = ordinal;
+  w.end_seq = e.seq;
+  w.end_time_ns = e.time_ns;
+  open_waves_.erase(std::find(open_waves_.begin(), open_waves_.end(), wave));
+}
+
+void ScopeTracker::attach_payload(const Event& e, const TraceMeta& meta) {
+  // The mark comes right after the push on the same thread; prefer the newest
+  // open wave of that thread still waiting for its payload.
+  WaveSpan* target = nullptr;
+  for (auto it = open_waves_.rbegin(); it != open_waves_.rend(); ++it) {
+    WaveSpan& w = waves_[static_cast<size_t>(*it)];
+    if (w.payload.present) continue;
+    if (w.thread == e.thread) {
+      target = &w;
+      break;
+    }
+    if (!target) target = &w;
+  }
+  if (target && !e.payload.empty()) target->payload = parse_wave_payload(meta.string(e.payload));
+}
+
+ScopeTracker::Update ScopeTracker::push(const Event& e, uint64_t ordinal, const TraceMeta& meta) {
+  if (e.thread >= threads_.size()) threads_.resize(e.thread + 1);
+  ThreadStack& stack = threads_[e.thread];
+  if (stack.frames.size() >= kMaxDepth) {
+    ++stack.overflow;
+    return {};
+  }
+  if (is_wave(e.name, meta)) {
+    const int32_t wave = begin_wave(e, ordinal);
+    stack.frames.push_back({e.name, wave, ordinal});
+    return {Change::kWaveBegin, wave};
+  }
+  stack.frames.push_back({e.name, -1, ordinal});
+  return {};
+}
+
+ScopeTracker::Update ScopeTracker::pop(const Event& e, uint64_t ordinal) {
+  if (e.thread >= threads_.size() || (threads_[e.thread].frames.empty() && threads_[e.thread].overflow == 0)) {
+    ++unmatched_pops_;
+    return {};
+  }
+  ThreadStack& stack = threads_[e.thread];
+  if (stack.overflow > 0) {
+    --stack.overflow;
+    return {};
+  }
+  const Frame frame = stack.frames.back();
+  stack.frames.pop_back();
+  if (frame.wave < 0) return {};
+  end_wave(frame.wave, e, ordinal);
+  return {Change::kWaveEnd, frame.wave};
+}
+
+ScopeTracker::Update ScopeTracker::start(const Event& e, uint64_t ordinal, const TraceMeta& meta) {
+  if (open_ranges_.size() >= kMaxOpenRanges) return {};
+  if (is_wave(e.name, meta)) {
+    const int32_t wave = begin_wave(e, ordinal);
+    if (!e.payload.empty()) waves_.back().payload = parse_wave_payload(meta.string(e.payload));
+    open_ranges_.push_back({e.address, e.name, wave, ordinal});
+    return {Change::kWaveBegin, wave};
+  }
+  open_ranges_.push_back({e.address, e.name, -1, ordinal});
+  return {};
+}
+
+ScopeTracker::Update ScopeTracker::finish_range(const Event& e, uint64_t ordinal) {
+  for (auto it = open_ranges_.rbegin(); it != open_ranges_.rend(); ++it) {
+    if (it->id != e.address) continue;
+    const int32_t wave = it->wave;
+    open_ranges_.erase(std::next(it).base());
+    if (wave < 0) return {};
+    end_wave(wave, e, ordinal);
+    return {Change::kWaveEnd, wave};
+  }
+  ++unmatched_pops_;
+  return {};
+}
+
+StringId ScopeTracker::latest_open_range() const {
+  StringId latest;
+  uint64_t latest_ordinal = 0;
+  bool any = false;
+  auto consider = [&](StringId name, uint64_t ordinal) {
+    if (any && ordinal < latest_ordinal) return;
+    latest = name;
+    latest_ordinal = ordinal;
+    any = true;
+  };
+  for (const ThreadStack& stack : threads_)
+    if (!stack.frames.empty()) consider(stack.frames.back().name, stack.frames.back().ordinal);
+  if (!open_ranges_.empty()) consider(open_ranges_.back().name, open_ranges_.back().ordinal);
+  return latest;
+}
+
+ScopeTracker::Update ScopeTracker::on_event(const Event& e, uint64_t ordinal, const TraceMeta& meta) {
+  switch (e.kind) {
+    case EventKind::kRangePush: return push(e, ordinal, meta);
+    case EventKind::kRangePop: return pop(e, ordinal);
+    case EventKind::kRangeStart: return start(e, ordinal, meta);
+    case EventKind::kRangeEnd: return finish_range(e, ordinal);
+    case EventKind::kMark:
+      if (is_wave(e.name, meta)) attach_payload(e, meta);
+      return {};
+    default: return {};
+  }
+}
+
+}  // namespace psc

@@ -1,0 +1,153 @@
+// The .pstrace file format, version 2 (v2 added the name of a CUPTI allocation
+// or free, see fields_of(kind, api); a v1 file reads unchanged, and a v1
+// reader refuses v2 files by their header instead of misreading them).
+//
+//   file   := FileHeader chunk*
+//   chunk  := ChunkHeader payload[payload_bytes]
+//   payload:= record*          (decodable on its own: delta state resets per chunk)
+//
+// A chunk is self-checking (CRC-32C over its header and payload), so a file cut
+// short by SIGKILL reads up to its last complete chunk, and a damaged chunk is
+// found by offset. Encoding (deltas, varints) is done by the writer thread, never
+// on the recording hot path. Everything here is header-only and heap-free so the
+// preloaded recorder can share it with the reader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "format/event.h"
+
+namespace psc::format {
+
+constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
+constexpr uint16_t kVersion = 2;
+constexpr uint16_t kMinReaderVersion = 2;     // oldest reader that can read what we write
+constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian
+constexpr uint32_t kMaxChunkPayload = 64u << 20;
+
+// Bits of FileHeader::flags.
+enum HeaderFlag : uint32_t {
+  kHeaderHostMode = 1u << 0,
+  kHeaderReservedLevel = 1u << 1,  // default level of memory events is "reserved"
+};
+
+struct FileHeader {
+  char magic[8];
+  uint16_t version;
+  uint16_t min_reader_version;
+  uint32_t header_bytes;  // sizeof(FileHeader); lets the header grow
+  uint32_t pid;
+  int32_t rank;           // RANK, -1 when unset
+  int32_t local_rank;     // LOCAL_RANK, -1 when unset
+  uint32_t flags;         // HeaderFlag
+  uint64_t realtime_ns;   // CLOCK_REALTIME at start ...
+  uint64_t monotonic_ns;  // ... and CLOCK_MONOTONIC read right after: clock alignment
+  uint32_t parent_pid;    // the process this one was forked from, 0 if none
+  uint32_t reserved0;
+  char hostname[64];
+  uint8_t reserved1[12];
+  uint32_t header_crc;  // CRC-32C of every byte before this field
+};
+static_assert(sizeof(FileHeader) == 136, "FileHeader layout is part of format v1");
+
+struct ChunkHeader {
+  uint32_t magic;  // kChunkMagic
+  uint32_t payload_bytes;
+  uint32_t record_count;
+  uint32_t payload_crc;  // CRC-32C of the payload
+  uint64_t first_seq;    // seq of the chunk's first event (0 if none): lets tools seek
+  uint32_t reserved;
+  uint32_t header_crc;  // CRC-32C of the 28 bytes before this field
+};
+static_assert(sizeof(ChunkHeader) == 32, "ChunkHeader layout is part of format v1");
+
+// Record tags. An event record's tag is (kind | field bits << 4) with kind in
+// 1..15; a tag whose low nibble is 0 is a metadata record named by its high nibble.
+enum FieldBit : uint8_t {
+  kFieldSeqJump = 1u << 4,  // seq != previous seq + 1: a zigzag delta follows
+  kFieldThread = 1u << 5,   // thread index changes: varint follows
+  kFieldContext = 1u << 6,  // this thread's device/stream/memory/api/flags change
+  kFieldRange = 1u << 7,    // this thread's innermost range changes
+};
+
+enum MetaTag : uint8_t {
+  kMetaString = 0x10,   // varint id, varint length, bytes
+  kMetaThread = 0x20,   // varint index, varint os tid, varint length, name bytes
+  kMetaDrops = 0x30,    // varint count per DropReason, kDropReasonCount of them (cumulative)
+  kMetaEnd = 0x40,      // varint events written: the process closed the trace cleanly
+  kMetaCommand = 0x50,  // varint length, bytes: the traced command line
+  kMetaLate = 0x60,     // varint count: events written after a later seq (cumulative)
+};
+
+// Why events were lost. Part of the format: append only.
+enum class DropReason : uint8_t {
+  kBufferFull = 0,    // a thread's buffer stayed full past the wait limit
+  kNoThreadSlot = 1,  // more live threads than the recorder has buffers for
+  kStringTable = 2,   // the string arena or table was full; names recorded as 0
+  kAddressTable = 3,  // host mode: the table of tracked blocks was full
+  kRangeDepth = 4,    // range stack deeper than the recorder keeps
+  kForkChild = 5,     // events in a forked child whose recording is stopped
+};
+constexpr int kDropReasonCount = 6;
+
+// Which of address/bytes/name/payload a kind carries on disk.
+enum KindField : uint8_t { kHasAddress = 1, kHasBytes = 2, kHasName = 4, kHasPayload = 8 };
+constexpr uint8_t fields_of(EventKind kind) {
+  switch (kind) {
+    case EventKind::kAlloc:
+    case EventKind::kFree:
+    case EventKind::kMap:
+    case EventKind::kUnmap: return kHasAddress | kHasBytes;
+    case EventKind::kRangePush:
+    case EventKind::kRangePop: return kHasName;
+    case EventKind::kMark: return kHasName | kHasPayload;
+    case EventKind::kRangeStart: return kHasAddress | kHasName | kHasPayload;
+    case EventKind::kRangeEnd: return kHasAddress;
+    case EventKind::kCounter: return kHasName | kHasBytes;
+  }
+  return 0;
+}
+// An allocation or free that CUPTI reported (Api::kCupti) also carries its
+// name: the source library CUPTI named. The decoder knows the api (from the
+// thread's context) before the fields, and files written before Api::kCupti
+// existed never have it, so they read as before.
+constexpr uint8_t fields_of(EventKind kind, Api api) {
+  const uint8_t fields = fields_of(kind);
+  return (api == Api::kCupti && (kind == EventKind::kAlloc || kind == EventKind::kFree)) ? (fields | kHasName) : fields;
+}
+
+// ---- varints -----------------------------------------------------------------
+
+constexpr uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+constexpr int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+inline uint8_t* put_varint(uint8_t* out, uint64_t v) {
+  while (v >= 0x80) {
+    *out++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *out++ = static_cast<uint8_t>(v);
+  return out;
+}
+
+// Returns nullptr on a truncated or over-long varint.
+inline const uint8_t* get_varint(const uint8_t* in, const uint8_t* end, uint64_t* v) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64 && in < end; shift += 7) {
+    uint8_t byte = *in++;
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) {
+      *v = result;
+      return in;
+    }
+  }
+  return nullptr;
+}
+
+constexpr size_t kMaxVarint = 10;
+// Largest encoding of one event record.
+constexpr size_t kMaxEventRecord = 1 + 7 * kMaxVarint + 3 * kMaxVarint + 3;
+
+}  // namespace psc::format

@@ -1,0 +1,168 @@
+// peakscope calibrate TRACE... -o CAL.json [--safety F]
+//
+// Fits the pricing model's liveness terms per model from traced waves
+// (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
+// Prints what it measured per wave, so a poor fit can be traced to its wave.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "estimator/calibration.h"
+#include "estimator/liveness.h"
+#include "tools/cli/commands.h"
+
+namespace psc::cli {
+namespace {
+
+constexpr const char* kUsage = "usage: peakscope calibrate TRACE... -o CAL.json [--safety FACTOR]";
+
+struct CalibrateOptions {
+  std::vector<std::string> traces;
+  std::string out;
+  double safety = 1.1;
+};
+
+CalibrateOptions parse(int argc, char** argv) {
+  CalibrateOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-o" || a == "--safety") {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value\n" + kUsage);
+      const std::string v = argv[++i];
+      if (a == "-o") {
+        o.out = v;
+      } else {
+        char* end = nullptr;
+        o.safety = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
+          throw UsageError("--safety needs a factor between 1 and 64, not '" + v + "'");
+      }
+    } else if (a == "-h" || a == "--help") {
+      throw UsageError(kUsage);
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option '" + a + "'\n" + kUsage);
+    } else {
+      o.traces.push_back(a);
+    }
+  }
+  if (o.traces.empty()) throw UsageError(std::string("no trace given\n") + kUsage);
+  if (o.out.empty()) throw UsageError(std::string("no output given (-o CAL.json)\n") + kUsage);
+  return o;
+}
+
+void print_waves(const Liveness& t) {
+  std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
+  std::printf(
+      "  wave  tokens  cold   measured   retained    pending  workspace  ws_after_grad  input_grad     output  "
+      "first_exec@peak  peak in\n");
+  for (const WaveLiveness& w : t.waves) {
+    uint64_t retained = 0, pending = 0;
+    for (uint64_t b : w.boundary_bytes) retained += b;
+    for (uint64_t p : w.pending_gradient_bytes) pending += p;
+    // first_exec@peak: a cold wave's allocations with no warm counterpart
+    // that are live at its peak ("-" for a wave with no warm twin).
+    // ws_after_grad: what is left of a recomputed layer's workspace once its
+    // own gradients exist ("-" for a wave that made no gradient).
+    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %13s  %10llu  %9llu  %15s  %s\n", w.index,
+                static_cast<long long>(w.tokens), w.cold ? "yes" : "no",
+                static_cast<unsigned long long>(w.measured_peak_bytes), static_cast<unsigned long long>(retained),
+                static_cast<unsigned long long>(pending), static_cast<unsigned long long>(w.workspace_bytes),
+                w.workspace_after_gradient_bytes >= 0 ? std::to_string(w.workspace_after_gradient_bytes).c_str() : "-",
+                static_cast<unsigned long long>(w.input_gradient_bytes),
+                static_cast<unsigned long long>(w.output_bytes),
+                w.warm_twin >= 0 ? std::to_string(w.first_execution_at_peak_bytes).c_str() : "-",
+                w.peak_range.empty() ? "(no range)" : w.peak_range.c_str());
+  }
+}
+
+std::string percent(double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}%", v * 100); }
+
+void print_fit(const std::string& name, const GrowthTerm& t) {
+  fmt::print("  {:<40} {:>9} {:>5} {:>14.1f} {:>12.3f} {:>14.5f} {:>12.0f} {:>10} {:>10}\n", name,
+             growth_name(t.growth), t.sizes, t.intercept, t.per_token, t.per_square_token, t.max_abs_residual,
+             percent(t.left_out_error_linear), percent(t.left_out_error_quadratic));
+}
+
+// Each fitted term: the growth chosen, from how many sizes, the fit, its
+// largest residual on the calibration waves and the errors that chose it
+// (each size predicted from the others: linear, quadratic). Moments print
+// their method and, per layer, the event that is largest at the largest
+// calibrated size.
+void print_fits(const Calibration& c) {
+  fmt::print(
+      "fits (bytes = intercept + per_token x tokens + per_square x sum of squared sequence lengths, per group):\n");
+  fmt::print("  {:<40} {:>9} {:>5} {:>14} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "term", "growth", "sizes", "intercept",
+             "per_token", "per_square", "max_resid", "left_out_l", "left_out_q");
+  for (size_t i = 0; i < c.boundary.size(); ++i) print_fit(fmt::format("boundary[layer.{}]", i), c.boundary[i]);
+  print_fit("workspace", c.workspace);
+  if (c.workspace_after_gradient) print_fit("workspace_after_gradient", *c.workspace_after_gradient);
+  print_fit("input_gradient", c.input_gradient);
+  print_fit("output", c.output);
+  print_fit("head_saved", c.head_saved);
+  if (!c.moments) {
+    fmt::print("moments: not measured (no wave of one group): prices charge the sum of the terms' maxima\n");
+    return;
+  }
+  auto dominant = [](const MomentFit& m) -> const GrowthTerm& {
+    const GrowthTerm* top = &m.events.front();
+    for (const GrowthTerm& t : m.events)
+      if (t.line(t.largest) > top->line(top->largest)) top = &t;
+    return *top;
+  };
+  auto moment = [&](const std::string& name, const MomentFit& m) {
+    print_fit(fmt::format("{} ({}, {} ev)", name, m.method, m.events.size()), dominant(m));
+  };
+  moment("moment.head", c.moments->head);
+  for (size_t i = 0; i < c.moments->before_gradient.size(); ++i) {
+    moment(fmt::format("moment.before[layer.{}]", i), c.moments->before_gradient[i]);
+    moment(fmt::format("moment.after[layer.{}]", i), c.moments->after_gradient[i]);
+  }
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  const CalibrateOptions o = parse(argc, argv);
+  std::vector<Liveness> traces;
+  for (const std::string& path : o.traces) {
+    traces.push_back(analyze_liveness(path));
+    print_waves(traces.back());
+  }
+  Calibration calibration;
+  try {
+    calibration = calibrate(traces, o.safety);
+  } catch (const CalibrationError& e) {
+    throw UsageError(e.what());
+  }
+  std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
+  out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
+  out.flush();
+  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  print_fits(calibration);
+  if (calibration.workspace_after_gradient) {
+    const GrowthTerm& a = *calibration.workspace_after_gradient;
+    std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,
+                a.per_token, calibration.workspace_after_gradient_method.c_str(), a.points);
+  } else {
+    std::printf("workspace left once a layer's own gradients exist: not measured (no wave made gradients)\n");
+  }
+  std::printf(
+      "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
+      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs; priced at "
+      "%s -> %s\n",
+      calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
+      static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
+      calibration.input_gradient.per_token, static_cast<unsigned long long>(calibration.input_gradient.margin_bytes),
+      calibration.output.intercept, calibration.output.per_token,
+      static_cast<unsigned long long>(calibration.output.margin_bytes),
+      static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
+      calibration.moments ? "the worst moment" : "the sum of maxima", o.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace psc::cli

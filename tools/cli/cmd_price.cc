@@ -1,0 +1,392 @@
+// `peakscope price` and `peakscope replay`: the pricing model of DESIGN.md from
+// the command line. All figures come from pricing/price_json.h's evaluate_plan,
+// the same entry point replay uses, so a report replays through the code that
+// wrote it.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "estimator/calibration.h"
+#include "estimator/predict_json.h"
+#include "pricing/plan.h"
+#include "pricing/price_json.h"
+#include "pricing/pricing_fingerprint.h"
+#include "pricing/report_replay.h"
+#include "tools/cli/commands.h"
+
+namespace psc::cli {
+namespace {
+
+using pricing::Json;
+
+Json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return Json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+}
+
+void write_json_file(const std::string& path, const Json& json) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << json.dump(2) << '\n';
+  out.flush();
+  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+}
+
+pricing::Bytes parse_budget(const char* text) {
+  pricing::Bytes value = -1;
+  const char* end = text + std::strlen(text);
+  auto [ptr, ec] = std::from_chars(text, end, value);
+  if (ec != std::errc() || ptr != end || value < 0 || *text == '\0') {
+    throw UsageError(fmt::format("--budget: '{}' must be a non-negative integer number of bytes", text));
+  }
+  return value;
+}
+
+std::string mib(std::int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1 << 20)); }
+
+// The readable table, rendered from the same JSON that --json prints.
+void print_price_table(const Json& price, const std::string& indent) {
+  const Json& c = price["components"];
+  auto row = [&](const char* name, const Json& bytes, const std::string& note) {
+    fmt::print("{}{:<18}{:>16}{:>12}{}\n", indent, name, bytes.get<std::int64_t>(), mib(bytes.get<std::int64_t>()),
+               note.empty() ? "" : "  " + note);
+  };
+  fmt::print("{}{:<18}{:>16}{:>12}\n", indent, "component", "bytes", "MiB");
+  row("output", c["output"], "");
+  row("retained", c["retained"], "");
+  row("workspace", c["workspace"], "");
+  row("input_gradient", c["input_gradient"], "");
+  std::string slots;
+  for (const Json& s : c["adapter_gradient_slots"]) slots += (slots.empty() ? "" : ", ") + s.get<std::string>();
+  row("adapter_gradient", c["adapter_gradient"], slots.empty() ? "no pending gradients" : "slots: " + slots);
+  if (c.contains("moment")) row("moment", c["moment"], "what the worst moment adds (docs/pricing.md)");
+  row("transient", c["transient"], "");
+  row("raw", price["raw_bytes"], "compare with a measured peak");
+  row("required", price["required_bytes"], "raw x safety factor");
+  const Json& group = price["peak_group"];
+  const Json& layer = price["peak_layer"];
+  std::string moment;
+  if (price.contains("peak_moment"))
+    moment = fmt::format(", {} (it holds {} bytes beside boundaries and gradients)",
+                         price["peak_moment"].get<std::string>(), price["peak_moment_bytes"].get<std::int64_t>());
+  fmt::print("{}peak: group {}, layer {}{}\n", indent, group.is_null() ? "(none)" : group.get<std::string>(),
+             layer.is_null() ? "(none)" : std::to_string(layer.get<int>()), moment);
+}
+
+void print_admission(const std::string& path, const Json& admission) {
+  const std::int64_t tokens = admission["admitted_tokens"].get<std::int64_t>();
+  fmt::print("{}: budget {} bytes ({} MiB), widths 1..{} tokens\n", path, admission["budget_bytes"].get<std::int64_t>(),
+             mib(admission["budget_bytes"].get<std::int64_t>()), admission["max_tokens"].get<std::int64_t>());
+  const bool cheap = admission["decided_by"] == "cheap";
+  fmt::print("admitted: {} tokens (decided by {})\n", tokens,
+             cheap ? "the cheap estimate: no slot has pending gradients"
+                   : fmt::format("the exact price, {} prices searched", admission["search_prices"].get<int>()));
+  if (!admission["next_required_bytes"].is_null()) {
+    fmt::print("{} tokens would need {} bytes\n", tokens + 1, admission["next_required_bytes"].get<std::int64_t>());
+  }
+  if (tokens > 0) {
+    fmt::print("price at {} tokens:\n", tokens);
+    print_price_table(admission["price"], "  ");
+  } else {
+    fmt::print("not even 1 token fits\n");
+  }
+}
+
+// ---- prices from a calibration (estimator/predict.h) ----------------------------
+
+constexpr const char* kCalibratedUsage =
+    "usage: peakscope price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold]\n"
+    "                       [--gradients-exist] [--json]\n"
+    "       peakscope price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N]\n"
+    "                       [--slots A,B] [--cold] [--gradients-exist] [--json]\n"
+    "BYTES may end in KiB, MiB, GiB or TiB";
+
+std::int64_t parse_count(const std::string& option, const std::string& text) {
+  std::int64_t value = -1;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0 || text.empty())
+    throw UsageError(fmt::format("{}: '{}' must be a non-negative integer", option, text));
+  return value;
+}
+
+// Bytes, optionally with a binary unit: 80GiB, 64MiB, 4096.
+pricing::Bytes parse_bytes(const std::string& option, const std::string& text) {
+  static const std::pair<const char*, int> kUnits[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  for (const auto& [unit, shift] : kUnits) {
+    const size_t n = std::strlen(unit);
+    if (text.size() > n && text.compare(text.size() - n, n, unit) == 0) {
+      const std::int64_t value = parse_count(option, text.substr(0, text.size() - n));
+      if (value > (std::int64_t{1} << (62 - shift)))
+        throw UsageError(fmt::format("{}: '{}' is too large", option, text));
+      return value << shift;
+    }
+  }
+  return parse_count(option, text);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+struct CalibratedOptions {
+  std::string calibration;
+  std::optional<std::int64_t> tokens;
+  std::optional<pricing::Bytes> budget;
+  std::int64_t max_sequence_length = 0;
+  std::int64_t max_tokens = std::int64_t{1} << 20;
+  WaveRequest request;
+  bool json = false;
+};
+
+CalibratedOptions parse_calibrated(int argc, char** argv) {
+  CalibratedOptions o;
+  auto value = [&](int& i, const std::string& option) -> std::string {
+    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value\n{}", option, kCalibratedUsage));
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--calibration") {
+      o.calibration = value(i, a);
+    } else if (a == "--tokens") {
+      o.tokens = parse_count(a, value(i, a));
+    } else if (a == "--sequences") {
+      for (const std::string& l : split_list(value(i, a))) o.request.sequence_lengths.push_back(parse_count(a, l));
+    } else if (a == "--slots") {
+      for (const std::string& slot : split_list(value(i, a))) {
+        if (slot.empty()) throw UsageError("--slots: an empty slot name");
+        o.request.slots.push_back(slot);
+      }
+    } else if (a == "--budget") {
+      o.budget = parse_bytes(a, value(i, a));
+    } else if (a == "--max-sequence-length") {
+      o.max_sequence_length = parse_count(a, value(i, a));
+    } else if (a == "--max-tokens") {
+      o.max_tokens = parse_count(a, value(i, a));
+      if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
+        throw UsageError("--max-tokens: must be from 1 to 2^40");
+    } else if (a == "--cold") {
+      o.request.cold = true;
+    } else if (a == "--gradients-exist") {
+      o.request.gradients_exist = true;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "-h" || a == "--help") {
+      throw UsageError(kCalibratedUsage);
+    } else {
+      throw UsageError(fmt::format("unknown argument '{}'\n{}", a, kCalibratedUsage));
+    }
+  }
+  if (o.tokens.has_value() == o.budget.has_value())
+    throw UsageError(
+        fmt::format("give --tokens N (a price) or --budget BYTES (the largest wave)\n{}", kCalibratedUsage));
+  if (o.budget && !o.request.sequence_lengths.empty())
+    throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
+  if (o.tokens) o.request.tokens = *o.tokens;
+  return o;
+}
+
+void print_warnings(const Json& warnings) {
+  for (const Json& w : warnings) fmt::print("warning: {}\n", w.get<std::string>());
+}
+
+void print_prediction(const std::string& path, const Json& p) {
+  const Json& r = p["request"];
+  std::string slots;
+  for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
+  const size_t sequences = r["sequence_lengths"].empty() ? 1 : r["sequence_lengths"].size();
+  fmt::print("{}: {} tokens in {} sequence{}, slots {}, {}{}; priced at its {}\n", path,
+             r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s",
+             slots.empty() ? "(the calibrated one)" : slots, r["cold"].get<bool>() ? "cold" : "warm",
+             r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
+             p["pricing"].get<std::string>());
+  print_price_table(p, "");
+  print_warnings(p["warnings"]);
+}
+
+int price_from_calibration(int argc, char** argv) {
+  CalibratedOptions o = parse_calibrated(argc, argv);
+  if (o.calibration.empty()) throw UsageError(kCalibratedUsage);
+  Calibration calibration;
+  try {
+    calibration = read_calibration(o.calibration);
+  } catch (const CalibrationError& e) {
+    throw UsageError(e.what());
+  }
+  try {
+    if (o.tokens) {
+      const Json result = prediction_to_json(calibration, o.request, predict(calibration, o.request));
+      if (o.json) {
+        fmt::print("{}\n", result.dump(2));
+      } else {
+        print_prediction(o.calibration, result);
+      }
+      return kExitOk;
+    }
+    const pricing::Admission admission =
+        admit_wave(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget);
+    const Json result =
+        wave_admission_to_json(calibration, o.request, o.max_sequence_length, o.max_tokens, *o.budget, admission);
+    if (o.json) {
+      fmt::print("{}\n", result.dump(2));
+      return kExitOk;
+    }
+    fmt::print("{}: budget {} bytes ({} MiB), waves of 1..{} tokens{}\n", o.calibration, *o.budget, mib(*o.budget),
+               o.max_tokens,
+               o.max_sequence_length > 0 ? fmt::format(" packed in sequences of at most {}", o.max_sequence_length)
+                                         : std::string(" in one sequence"));
+    if (admission.tokens == 0) {
+      fmt::print("not even 1 token fits\n");
+      return kExitOk;
+    }
+    fmt::print("largest wave that fits in {} MiB: {} tokens ({} prices searched)\n", mib(*o.budget), admission.tokens,
+               admission.search_prices);
+    if (admission.next_required_bytes)
+      fmt::print("{} tokens would need {} bytes\n", admission.tokens + 1, *admission.next_required_bytes);
+    print_price_table(result["price"], "  ");
+    print_warnings(result["price"]["warnings"]);
+  } catch (const PredictError& e) {
+    throw UsageError(fmt::format("{}: {}", o.calibration, e.what()));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_price(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--calibration") return price_from_calibration(argc, argv);
+  std::optional<std::string> plan_path;
+  std::optional<std::string> report_path;
+  std::optional<pricing::Bytes> budget;
+  bool json_output = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json_output = true;
+    } else if (arg == "--budget" || arg == "--report") {
+      if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
+      if (arg == "--budget")
+        budget = parse_budget(argv[++i]);
+      else
+        report_path = argv[++i];
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw UsageError(fmt::format("unknown option '{}'", arg));
+    } else if (plan_path) {
+      throw UsageError(fmt::format("one plan at a time ('{}' and '{}')", *plan_path, arg));
+    } else {
+      plan_path = arg;
+    }
+  }
+  if (!plan_path)
+    throw UsageError("missing PLAN.json (usage: price PLAN.json [--json] [--budget BYTES] [--report FILE])");
+
+  const Json plan = read_json_file(*plan_path);
+  Json result;
+  try {
+    result = pricing::evaluate_plan(plan, budget);
+  } catch (const pricing::PlanError& e) {
+    throw UsageError(fmt::format("{}: {}", *plan_path, e.what()));
+  }
+  if (report_path) write_json_file(*report_path, pricing::make_report(plan, budget, result));
+
+  if (json_output) {
+    fmt::print("{}\n", result.dump(2));
+  } else if (budget) {
+    print_admission(*plan_path, result);
+  } else {
+    fmt::print("{}: safety factor {}\n", *plan_path, plan["safety_factor"].dump());
+    print_price_table(result, "");
+  }
+  return kExitOk;
+}
+
+int cmd_replay(int argc, char** argv) {
+  std::vector<std::string> paths;
+  bool allow_drift = false;
+  bool json_output = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--allow-source-drift") {
+      allow_drift = true;
+    } else if (arg == "--json") {
+      json_output = true;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw UsageError(fmt::format("unknown option '{}'", arg));
+    } else {
+      paths.push_back(arg);
+    }
+  }
+  if (paths.empty()) throw UsageError("missing REPORT.json (usage: replay REPORT.json... [--allow-source-drift])");
+
+  bool all_ok = true;
+  Json rows = Json::array();
+  for (const std::string& path : paths) {
+    const Json report = read_json_file(path);
+    pricing::Replay replay;
+    try {
+      replay = pricing::replay_report(report, allow_drift);
+    } catch (const pricing::PlanError& e) {
+      throw UsageError(fmt::format("{}: {}", path, e.what()));
+    }
+    all_ok = all_ok && replay.ok();
+
+    Json row = Json::object();
+    row["report"] = path;
+    row["ok"] = replay.ok();
+    row["estimator_fingerprint"] = replay.report_fingerprint;
+    row["source_drift"] = replay.source_drift;
+    row["refused"] = replay.refused;
+    Json mismatches = Json::array();
+    for (const pricing::Mismatch& m : replay.mismatches) {
+      mismatches.push_back({{"component", m.component}, {"reported", m.reported}, {"repriced", m.repriced}});
+    }
+    row["mismatches"] = std::move(mismatches);
+    rows.push_back(std::move(row));
+    if (json_output) continue;
+
+    if (replay.refused) {
+      fmt::print(stderr,
+                 "{}: refused: estimator_fingerprint: the report was priced by {}, this build is {}; "
+                 "pass --allow-source-drift to re-price it anyway\n",
+                 path, replay.report_fingerprint, pricing::kEstimatorFingerprint);
+      continue;
+    }
+    for (const pricing::Mismatch& m : replay.mismatches) {
+      fmt::print(stderr, "{}: mismatch: {}: report says {}, re-priced {}\n", path, m.component, m.reported, m.repriced);
+    }
+    if (replay.ok()) {
+      fmt::print("{}: ok{}\n", path,
+                 replay.source_drift ? fmt::format(" (source drift allowed: report {}, this build {})",
+                                                   replay.report_fingerprint, pricing::kEstimatorFingerprint)
+                                     : "");
+    }
+  }
+  if (json_output) fmt::print("{}\n", Json{{"reports", rows}, {"ok", all_ok}}.dump(2));
+  return all_ok ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace psc::cli

@@ -1,0 +1,209 @@
+// peakscope record [-o PATH] [--level allocated|reserved] [--host] -- CMD ARGS...
+//
+// Runs CMD with the recorder preloaded, passes its exit status through, and
+// says where the trace(s) went.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "tools/cli/commands.h"
+
+namespace psc::cli {
+namespace {
+
+struct RecordOptions {
+  std::string output = "peakscope.pstrace";
+  std::string level = "allocated";
+  bool host = false;
+  std::string host_min_bytes;
+  std::string fork_policy;
+  std::vector<char*> command;
+};
+
+const char* kUsage =
+    "usage: peakscope record [-o PATH] [--level allocated|reserved] [--host] "
+    "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
+
+RecordOptions parse(int argc, char** argv) {
+  RecordOptions o;
+  int i = 1;
+  auto value = [&](const char* flag) -> std::string {
+    if (i + 1 >= argc) throw UsageError(std::string(flag) + " needs a value\n" + kUsage);
+    return argv[++i];
+  };
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-o" || a == "--output") {
+      o.output = value("-o");
+    } else if (a == "--level") {
+      o.level = value("--level");
+      if (o.level != "allocated" && o.level != "reserved")
+        throw UsageError("--level must be 'allocated' or 'reserved', not '" + o.level + "'");
+    } else if (a == "--host") {
+      o.host = true;
+    } else if (a == "--host-min-bytes") {
+      o.host_min_bytes = value("--host-min-bytes");
+      if (o.host_min_bytes.empty() || o.host_min_bytes.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("--host-min-bytes must be a non-negative integer");
+    } else if (a == "--fork") {
+      o.fork_policy = value("--fork");
+      if (o.fork_policy != "follow" && o.fork_policy != "stop") throw UsageError("--fork must be 'follow' or 'stop'");
+    } else if (a == "-h" || a == "--help") {
+      throw UsageError(kUsage);
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option '" + a + "'\n" + kUsage);
+    } else {
+      break;  // the command starts here (the "--" is optional)
+    }
+  }
+  for (; i < argc; ++i) o.command.push_back(argv[i]);
+  if (o.command.empty()) throw UsageError(std::string("no command to record\n") + kUsage);
+  o.command.push_back(nullptr);
+  return o;
+}
+
+std::string self_directory() {
+  char buffer[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) return ".";
+  buffer[n] = 0;
+  std::string path(buffer);
+  return path.substr(0, path.find_last_of('/'));
+}
+
+// The library sits next to the executable (build/) or in ../lib (installed);
+// PEAKSCOPE_PRELOAD overrides.
+std::string find_preload_library() {
+  if (const char* explicit_path = getenv("PEAKSCOPE_PRELOAD")) return explicit_path;
+  const std::string dir = self_directory();
+  for (const std::string& candidate : {dir + "/libpeakscope_preload.so", dir + "/../lib/libpeakscope_preload.so"}) {
+    char resolved[PATH_MAX];
+    if (access(candidate.c_str(), R_OK) == 0 && realpath(candidate.c_str(), resolved)) return resolved;
+  }
+  throw UsageError("cannot find libpeakscope_preload.so next to " + dir + " (set PEAKSCOPE_PRELOAD)");
+}
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+bool same_file(const char* a, const std::string& b) {
+  struct stat sa {
+  }, sb{};
+  return stat(a, &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// NVTX loads the injection named by NVTX_INJECTION64_PATH: the preload library.
+// A tool that already holds the variable (Nsight Systems) is chained: the
+// library loads it and passes every NVTX call on (docs/nvtx.md).
+void take_nvtx_injection(const std::string& library) {
+  const char* other = getenv("NVTX_INJECTION64_PATH");
+  if (other && *other && !same_file(other, library)) {
+    fmt::print(stderr, "peakscope: NVTX_INJECTION64_PATH was {}; peakscope records NVTX and chains to it\n", other);
+    setenv("PEAKSCOPE_NVTX_CHAIN", other, 1);
+  }
+  setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
+}
+
+[[noreturn]] void exec_child(const RecordOptions& o, const std::string& library, const std::string& output) {
+  std::string preload = library;
+  if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) preload += std::string(":") + existing;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  take_nvtx_injection(library);
+  setenv("PEAKSCOPE_OUTPUT", output.c_str(), 1);
+  setenv("PEAKSCOPE_PRIMARY_PID", std::to_string(getpid()).c_str(), 1);
+  setenv("PEAKSCOPE_LEVEL", o.level.c_str(), 1);
+  if (o.host) setenv("PEAKSCOPE_HOST", "1", 1);
+  if (!o.host_min_bytes.empty()) setenv("PEAKSCOPE_HOST_MIN_BYTES", o.host_min_bytes.c_str(), 1);
+  if (!o.fork_policy.empty()) setenv("PEAKSCOPE_FORK", o.fork_policy.c_str(), 1);
+  execvp(o.command[0], o.command.data());
+  fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", o.command[0], std::strerror(errno));
+  _exit(127);
+}
+
+pid_t g_child = 0;
+void forward_signal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+// Traces other processes wrote beside the main one (forked children, ranks).
+std::vector<std::string> sibling_traces(const std::string& output, time_t since) {
+  std::string dir = ".", stem = output;
+  if (auto slash = output.find_last_of('/'); slash != std::string::npos) {
+    dir = output.substr(0, slash);
+    stem = output.substr(slash + 1);
+  }
+  if (stem.size() > 8 && stem.compare(stem.size() - 8, 8, ".pstrace") == 0) stem.resize(stem.size() - 8);
+  std::vector<std::string> found;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return found;
+  while (dirent* entry = readdir(d)) {
+    std::string name = entry->d_name;
+    if (name.rfind(stem + ".", 0) != 0 || name.size() < 8 || name.compare(name.size() - 8, 8, ".pstrace") != 0)
+      continue;
+    if (name == stem + ".pstrace") continue;
+    struct stat st {};
+    std::string path = dir + "/" + name;
+    if (stat(path.c_str(), &st) == 0 && st.st_mtime >= since) found.push_back(path);
+  }
+  closedir(d);
+  return found;
+}
+
+}  // namespace
+
+int cmd_record(int argc, char** argv) {
+  RecordOptions o = parse(argc, argv);
+  const std::string library = find_preload_library();
+  const std::string output = absolute(o.output);
+  const time_t started = time(nullptr);
+  unlink(output.c_str());  // a stale trace must not pass for this run's
+
+  pid_t child = fork();
+  if (child < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (child == 0) exec_child(o, library, output);
+  g_child = child;
+  signal(SIGINT, forward_signal);
+  signal(SIGTERM, forward_signal);
+
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  struct stat st {};
+  if (stat(output.c_str(), &st) == 0) {
+    fmt::print(stderr, "peakscope: trace written to {} ({} bytes)\n", o.output, st.st_size);
+  } else {
+    fmt::print(stderr,
+               "peakscope: no trace at {}: the command did not start the recorder "
+               "(is it a static binary, or did it clear LD_PRELOAD?)\n",
+               o.output);
+  }
+  for (const std::string& other : sibling_traces(output, started))
+    fmt::print(stderr, "peakscope: trace of another process: {}\n", other);
+  if (WIFSIGNALED(status))
+    fmt::print(stderr, "peakscope: '{}' was killed by signal {} ({})\n", o.command[0], WTERMSIG(status),
+               strsignal(WTERMSIG(status)));
+  return code;
+}
+
+}  // namespace psc::cli
