@@ -79,7 +79,7 @@ deps-torch:
 # header only when the value changes, so a comment edit rebuilds nothing.
 FINGERPRINT_SRCS := $(sort $(filter-out pricing/report_replay.% pricing/pricing_fingerprint.h,$(wildcard pricing/*.cc pricing/*.h)))
 FINGERPRINT_H    := $(GENERATED)/pricing/fingerprint_value.h
-$(FINGERPRINT_H): $(FINGERPRINT_SRCS) tools/pricing-fingerprint FORCE
+$(FINGERPRINT_H): $(FINGERPRINT_SRCS) tools/pricing-fingerprint FORCE | $(DEPS_STAMP)
 	@$(PYTHON) tools/pricing-fingerprint --header $@ $(FINGERPRINT_SRCS)
 FORCE:
 

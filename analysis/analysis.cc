@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "analysis/attribution_pass.h"
+#include "analysis/breakdowns.h"
+#include "analysis/lifetime_pass.h"
 #include "analysis/peak_pass.h"
 
 namespace psc {
@@ -12,6 +13,7 @@ PeakSite site_of(const PeakPoint& p, const TraceMeta& meta, const RangeParser& p
   PeakSite site;
   site.reached = p.reached;
   site.seq = p.seq;
+  site.ordinal = p.ordinal;
   site.time_ns = p.time_ns;
   site.thread = p.thread;
   if (p.reached) {
@@ -78,19 +80,38 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   scan.fill_summary(&analysis.trace, &analysis.memory, level);
   const LevelScan& measured = scan.level(level);
 
-  AttributionInputs inputs;
-  inputs.ranges = &parser;
-  inputs.classifier = &classifier;
-  inputs.level = level;
-  inputs.event_limit = scan.events();
-  inputs.waves = &scan.waves();
+  // What the first read found, before the second: the observers start from it.
+  const TraceMeta& meta = scan.meta();
+  analysis.peak.bytes = measured.peak.bytes;
+  analysis.peak.site = site_of(measured.peak, meta, parser);
+  for (size_t i = 0; i < measured.waves.size(); ++i) {
+    const LevelScan::Wave& w = measured.waves[i];
+    WaveReport report;
+    report.span = scan.waves()[i];
+    report.baseline_bytes = w.baseline_bytes;
+    report.peak.bytes = w.peak.bytes;
+    report.peak.site = site_of(w.peak, meta, parser);
+    analysis.waves.push_back(std::move(report));
+  }
+
+  BreakdownInputs inputs;
   inputs.first_time_ns = analysis.trace.first_time_ns;
   inputs.last_time_ns = analysis.trace.last_time_ns;
   inputs.timeline_points = options.timeline_points;
   inputs.snapshot_ordinals.push_back(measured.peak.ordinal);
   for (const LevelScan::Wave& w : measured.waves) inputs.snapshot_ordinals.push_back(w.peak.ordinal);
+  SnapshotBreakdowns attribute(inputs);
+  std::vector<LifetimeObserver*> observers{&attribute};
+  observers.insert(observers.end(), options.observers.begin(), options.observers.end());
+  for (LifetimeObserver* o : observers) o->on_start(analysis);
+  LifetimePass::Inputs pass_inputs;
+  pass_inputs.ranges = &parser;
+  pass_inputs.classifier = &classifier;
+  pass_inputs.level = level;
+  pass_inputs.event_limit = scan.events();
+  pass_inputs.waves = &scan.waves();
+  LifetimePass lifetimes(pass_inputs, observers);
 
-  AttributionPass attribute(inputs);
   const auto& by_kind = analysis.trace.events_by_kind;
   const bool has_counters = by_kind[static_cast<size_t>(EventKind::kCounter)] > 0;
   const bool has_marks = by_kind[static_cast<size_t>(EventKind::kMark)] > 0;
@@ -105,26 +126,16 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
     device_inputs.waves = measured.waves.size();
     device = std::make_unique<DeviceUsagePass>(device_inputs);
   }
-  TeeVisitor both(attribute, device.get());
+  TeeVisitor both(lifetimes, device.get());
   read_placed(path, analysis.placement.get(), both);
-  const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
 
-  const TraceMeta& meta = scan.meta();
-  analysis.peak.bytes = measured.peak.bytes;
-  analysis.peak.site = site_of(measured.peak, meta, parser);
+  const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
   analysis.peak.live = snapshots[0];
   check_sum("peak", measured.peak.bytes, analysis.peak.live, &analysis.warnings);
-
-  for (size_t i = 0; i < measured.waves.size(); ++i) {
-    const LevelScan::Wave& w = measured.waves[i];
-    WaveReport report;
-    report.span = scan.waves()[i];
-    report.baseline_bytes = w.baseline_bytes;
-    report.peak.bytes = w.peak.bytes;
-    report.peak.site = site_of(w.peak, meta, parser);
-    report.peak.live = snapshots[i + 1];
-    check_sum(fmt::format("wave {} peak", i).c_str(), w.peak.bytes, report.peak.live, &analysis.warnings);
-    analysis.waves.push_back(std::move(report));
+  for (size_t i = 0; i < analysis.waves.size(); ++i) {
+    analysis.waves[i].peak.live = snapshots[i + 1];
+    check_sum(fmt::format("wave {} peak", i).c_str(), analysis.waves[i].peak.bytes, analysis.waves[i].peak.live,
+              &analysis.warnings);
   }
   analysis.timeline = attribute.timeline();
   if (device) {

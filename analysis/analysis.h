@@ -1,15 +1,20 @@
 // Analysis of one trace: the peak, what is live at it and why, and each wave's
-// baseline and peak. What `peakscope report` prints; calibration builds on it.
+// baseline and peak. What `peakscope report` prints (through
+// estimator/liveness.h's analyze_report, which adds the categories decided
+// from whole waves); calibration and the exporters build on it.
 //
-// Streaming in two passes over the file, memory O(live allocations + waves)
-// (one more, and the deferred events in memory, when the trace has CUPTI's
-// deferred events: see traces/deferred.h):
-//   1. scan: replay both memory levels, find the peak (first time reached),
-//      each wave's baseline and peak, and the waves' spans and payloads;
-//   2. attribute: replay the chosen level again; when each allocation ends
-//      (freed, replaced, or still live at the end) classify it from where it
-//      was made and where it died, and add its bytes to every snapshot (the
-//      peak, each wave's peak) its lifetime covers.
+// Streaming in two reads of the file, memory O(live allocations + waves)
+// (one more read, and the deferred events in memory, when the trace has
+// CUPTI's deferred events: see traces/deferred.h):
+//   1. peak pass (peak_pass.h): replay both memory levels, find the peak
+//      (first time reached), each wave's baseline and peak, and the waves'
+//      spans and payloads;
+//   2. lifetime pass (lifetime_pass.h): replay the chosen level again; when
+//      each allocation ends (freed, replaced, or still live at the end)
+//      classify it from where it was made and where it died, and hand it to
+//      the observers: the report's breakdowns (breakdowns.h: its bytes added
+//      to every snapshot, the peak and each wave's peak, its lifetime covers)
+//      and any the caller adds (liveness, the exporters' category log).
 // An allocation live at the peak is therefore classified by where it is freed
 // later, which one pass could not know.
 #pragma once
@@ -30,16 +35,22 @@
 
 namespace psc {
 
+class LifetimeObserver;
+
 struct AnalysisOptions {
   const RangeParser* ranges = nullptr;     // default_range_parser() when null
   const Classifier* classifier = nullptr;  // default_classifier() when null
   size_t timeline_points = 100;            // buckets of the live-bytes timeline; 0 for none
+  // More observers of the second read (analysis/lifetime_pass.h), beside the
+  // report's own: what liveness and the exporters collect from the same read.
+  std::vector<LifetimeObserver*> observers;
 };
 
 // Where a peak was reached: the allocation that first took live bytes there.
 struct PeakSite {
   bool reached = false;  // false when nothing was ever live
   uint64_t seq = 0;
+  uint64_t ordinal = 0;  // the snapshot's position in the trace (what is live there)
   uint64_t time_ns = 0;
   uint32_t thread = 0;
   std::string thread_name;  // as the recorder named it ("" when unknown)
@@ -51,7 +62,7 @@ struct PeakSite {
 struct LiveGroup {
   std::string range;
   int32_t layer = kNoLayer;  // the category's layer, else the range's, else none
-  Category category = Category::kOther;
+  Category category = Category::kOutput;
   uint64_t bytes = 0;
   uint64_t allocations = 0;
   // Allocations only CUPTI saw (traces/deferred.h), with the library CUPTI

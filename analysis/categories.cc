@@ -4,6 +4,7 @@ namespace psc {
 namespace {
 
 bool is_layer_backward(const RangeName& r) { return r.phase == Phase::kRecompute || r.phase == Phase::kBackward; }
+bool ended(const AllocationFacts& f) { return f.end != EndKind::kStillLive; }
 
 }  // namespace
 
@@ -13,15 +14,18 @@ const char* category_name(Category category) {
     case Category::kBoundary: return "boundary";
     case Category::kAdapterGradient: return "adapter_gradient";
     case Category::kWorkspace: return "workspace";
+    case Category::kInputGradient: return "input_gradient";
+    case Category::kOutput: return "output";
+    case Category::kForwardScratch: return "forward_scratch";
     case Category::kFirstExecution: return "first_execution";
-    case Category::kHeadOutside: return "head_outside";
-    case Category::kOther: return "other";
   }
-  return "other";
+  return "output";
 }
 
 bool category_is_per_layer(Category category) {
-  return category == Category::kBoundary || category == Category::kAdapterGradient || category == Category::kWorkspace;
+  return category == Category::kBoundary || category == Category::kAdapterGradient ||
+         category == Category::kWorkspace || category == Category::kInputGradient ||
+         category == Category::kForwardScratch;
 }
 
 // The input saved for layer i is layer i-1's forward output (the head's, i.e.
@@ -59,21 +63,52 @@ bool is_workspace(const AllocationFacts& f, int32_t* layer) {
   return true;
 }
 
-// Head, loss and embedding allocations, and those made outside any range the
-// convention knows (including directly inside a wave range).
-bool is_head_or_outside(const AllocationFacts& f) {
-  return f.made_in.phase == Phase::kHead || f.made_in.phase == Phase::kOutside || f.made_in.phase == Phase::kWave;
+// State a checkpoint saves for layer i outside any layer's range (the RNG
+// state torch.utils.checkpoint stashes before calling the layer) and that
+// layer i's recompute releases, in the same wave: it is held exactly like layer
+// i's saved input, so it is part of boundary(i).
+bool is_saved_between_layers(const AllocationFacts& f, int32_t* layer) {
+  const bool made_between_layers = f.made_in.phase == Phase::kWave || f.made_in.phase == Phase::kOutside;
+  if (!made_between_layers || !ended(f) || !is_layer_backward(f.ended_in) || !f.ended_in.has_layer()) return false;
+  if (f.made_in_wave < 0 || f.ended_in_wave != f.made_in_wave) return false;
+  *layer = f.ended_in.layer;
+  return true;
+}
+
+// The gradient of a layer's input: made by its recompute/backward, consumed by
+// the layer below (or by the embedding's backward, outside the decoder); or
+// the one the head's backward hands the top layer, one link earlier.
+bool is_input_gradient(const AllocationFacts& f, int32_t* layer) {
+  if (!ended(f)) return false;
+  if (is_layer_backward(f.made_in) && f.made_in.has_layer()) {
+    const bool to_lower_layer =
+        is_layer_backward(f.ended_in) && f.ended_in.has_layer() && f.ended_in.layer < f.made_in.layer;
+    if (!to_lower_layer && f.ended_in.has_layer()) return false;
+    *layer = f.made_in.layer;
+    return true;
+  }
+  if (f.made_in.phase != Phase::kHead || !is_layer_backward(f.ended_in) || !f.ended_in.has_layer()) return false;
+  *layer = f.ended_in.layer;
+  return true;
+}
+
+bool is_forward_scratch(const AllocationFacts& f, int32_t* layer) {
+  if (f.made_in.phase != Phase::kForward || !f.made_in.has_layer() || !ended(f)) return false;
+  if (!f.ended_in.in_layer(Phase::kForward, f.made_in.layer)) return false;
+  *layer = f.made_in.layer;
+  return true;
 }
 
 Attribution Classifier::classify(const AllocationFacts& f) const {
   int32_t layer = kNoLayer;
-  if (f.made_in_cold_wave && is_first_execution(f)) return {Category::kFirstExecution, f.made_in.layer};
   if (f.outlives_next_wave) return {Category::kPersistent, f.made_in.layer};
   if (is_boundary(f, &layer)) return {Category::kBoundary, layer};
   if (is_adapter_gradient(f, &layer)) return {Category::kAdapterGradient, layer};
   if (is_workspace(f, &layer)) return {Category::kWorkspace, layer};
-  if (is_head_or_outside(f)) return {Category::kHeadOutside, f.made_in.layer};
-  return {Category::kOther, f.made_in.layer};
+  if (is_saved_between_layers(f, &layer)) return {Category::kBoundary, layer};
+  if (is_input_gradient(f, &layer)) return {Category::kInputGradient, layer};
+  if (is_forward_scratch(f, &layer)) return {Category::kForwardScratch, layer};
+  return {Category::kOutput, f.made_in.layer};
 }
 
 const Classifier& default_classifier() {

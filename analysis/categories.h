@@ -1,10 +1,28 @@
 // Liveness categories: why an allocation is live, decided from where it was
-// made and where it died (DESIGN.md "Attribution", the category table).
+// made and where it died (DESIGN.md "Attribution", the category table). One
+// classification for everything downstream: the report's breakdowns, the
+// liveness terms calibration fits and check compares (each category but
+// persistent and forward_scratch is a term of the pricing model), and the
+// exporters' colours.
 //
-// This is a first version. Issue 5 refines it (pending gradients read from the
-// wave's start, cold-versus-warm pairing for first_execution); the seams for
-// that are Classifier's virtual members and the facts struct, which can grow
-// without the analysis passes changing.
+//   persistent        made outside every wave and outliving the next one;
+//   boundary(i)       the input saved for layer i (layer i-1's output, the
+//                     embedding's for layer 0), and state saved for it between
+//                     layers (checkpoint RNG), freed by layer i's backward;
+//   adapter_gradient(i)  made by layer i's backward and kept until the
+//                     optimizer (or never freed);
+//   workspace(i)      scratch of layer i's recompute/backward dying in it;
+//   input_gradient(i) the gradient that flows from layer to layer: made in a
+//                     layer's recompute/backward and dying in a lower layer's
+//                     or outside the decoder, or made by the head and dying in
+//                     a layer's;
+//   output            everything else the head, the loss and the layers leave
+//                     (the head's saved state, the loss, what no rule names);
+//   forward_scratch(i) made and freed inside layer i's forward: live only while
+//                     the boundaries are being made, never at a backward peak;
+//   first_execution   in a cold wave, with no counterpart in a warm wave of the
+//                     same shape: decided by pairing the waves' allocations
+//                     (estimator/liveness.h), never by one allocation's facts.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +37,12 @@ enum class Category : uint8_t {
   kBoundary,
   kAdapterGradient,
   kWorkspace,
+  kInputGradient,
+  kOutput,
+  kForwardScratch,
   kFirstExecution,
-  kHeadOutside,
-  kOther,
 };
-constexpr int kCategoryCount = 7;
+constexpr int kCategoryCount = 8;
 const char* category_name(Category category);
 // boundary, adapter_gradient and workspace are per decoder layer.
 bool category_is_per_layer(Category category);
@@ -46,7 +65,7 @@ struct AllocationFacts {
 };
 
 struct Attribution {
-  Category category = Category::kOther;
+  Category category = Category::kOutput;
   int32_t layer = kNoLayer;  // the decoder layer the category is charged to
 
   friend bool operator==(const Attribution&, const Attribution&) = default;
@@ -56,20 +75,17 @@ struct Attribution {
 bool is_boundary(const AllocationFacts& f, int32_t* layer);
 bool is_adapter_gradient(const AllocationFacts& f, int32_t* layer);
 bool is_workspace(const AllocationFacts& f, int32_t* layer);
-bool is_head_or_outside(const AllocationFacts& f);
+bool is_saved_between_layers(const AllocationFacts& f, int32_t* layer);
+bool is_input_gradient(const AllocationFacts& f, int32_t* layer);
+bool is_forward_scratch(const AllocationFacts& f, int32_t* layer);
 
 class Classifier {
  public:
   virtual ~Classifier() = default;
-  // First match wins: first_execution, persistent, boundary, adapter_gradient,
-  // workspace, head/outside, other.
+  // First match wins: persistent, boundary, adapter_gradient, workspace,
+  // boundary (saved between layers), input_gradient, forward_scratch, output.
+  // Never first_execution: that takes two waves (see above).
   virtual Attribution classify(const AllocationFacts& f) const;
-
- protected:
-  // Hook for cold-versus-warm pairing (issue 5): an allocation made in a cold
-  // wave with no counterpart in the warm repeats of the same shape. The first
-  // version has no pairing, so nothing is first_execution.
-  virtual bool is_first_execution(const AllocationFacts& /*f*/) const { return false; }
 };
 
 const Classifier& default_classifier();

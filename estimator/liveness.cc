@@ -4,9 +4,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <utility>
 
-#include "analysis/attribution_pass.h"
+#include "analysis/breakdowns.h"
 #include "analysis/memory_replay.h"
 #include "analysis/scope_tracker.h"
 #include "traces/deferred.h"
@@ -28,46 +29,31 @@ struct Made {
   uint32_t range;
   int32_t wave;
   int32_t layer;
-  Term term;
+  Category category;
+  Category classified_as;  // what the Classifier said, before the wave-level rules
 };
 
-class LivenessPass : public TraceVisitor, private LifetimeSink {
+std::vector<WaveLiveness::Child> children_of(const WavePayload& p);
+
+// Liveness' part of the analysis' second read (analysis/lifetime_pass.h).
+class LivenessPass : public LifetimeObserver {
  public:
-  LivenessPass(const AnalysisOptions& options, const Analysis& analysis, size_t event_limit)
-      : parser_(options.ranges ? *options.ranges : default_range_parser()),
-        classifier_(options.classifier ? *options.classifier : default_classifier()),
-        level_(analysis.memory.level),
-        event_limit_(event_limit),
-        ranges_(parser_),
-        scope_(ranges_),
-        replay_(this),
-        backward_start_(analysis.waves.size(), UINT64_MAX) {
+  explicit LivenessPass(bool every_wave) : every_wave_(every_wave) {}
+
+  void on_start(const Analysis& analysis) override {
+    backward_start_.assign(analysis.waves.size(), UINT64_MAX);
     for (const WaveReport& w : analysis.waves) waves_.push_back(w.span);
+    keep_.assign(analysis.waves.size(), every_wave_);
+    if (!every_wave_) keep_only_waves_that_change_categories();
   }
 
-  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
-    meta_ = &meta;
-    for (size_t i = 0; i < count && ordinal_ < event_limit_; ++i) {
-      const Event& e = events[i];
-      const uint64_t ordinal = ordinal_++;
-      if (!is_memory_event(e.kind)) {
-        scope_.on_event(e, ordinal, meta);
-        continue;
-      }
-      if (memory_level_of(e) != level_) continue;
-      const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-      const int32_t wave = site.wave;
-      if (wave >= 0 && static_cast<size_t>(wave) < backward_start_.size() &&
-          backward_start_[static_cast<size_t>(wave)] == UINT64_MAX &&
-          is_layer_backward(ranges_.lookup(site.range, meta)))
-        backward_start_[static_cast<size_t>(wave)] = ordinal;
-      replay_.apply(e, site);
-    }
-  }
+  void on_finish(const TraceMeta& meta) override { strings = meta.strings; }
 
-  void on_end(const TraceMeta& meta, const ReadStatus&) override {
-    meta_ = &meta;
-    replay_.finish();
+  void on_memory_event(const MemoryEventView& m) override {
+    const size_t wave = static_cast<size_t>(m.site.wave);
+    if (m.site.wave >= 0 && wave < backward_start_.size() && backward_start_[wave] == UINT64_MAX &&
+        is_layer_backward(m.range))
+      backward_start_[wave] = m.site.ordinal;
   }
 
   std::vector<Made> made;
@@ -95,45 +81,59 @@ class LivenessPass : public TraceVisitor, private LifetimeSink {
     }
   }
 
-  void on_lifetime(const Lifetime& l) override {
-    const AllocationFacts facts = allocation_facts(l, waves_, ranges_, *meta_);
-    const Attribution a = classifier_.classify(facts);
+  void on_lifetime(LifetimeView& view) override {
+    const Lifetime& l = view.lifetime;
+    const Attribution& a = view.attribution();
     ++category_allocations[static_cast<size_t>(a.category)];
     category_bytes[static_cast<size_t>(a.category)] += l.alloc.bytes;
     if (a.category == Category::kAdapterGradient) note_gradient(l, a.layer);
     if (l.alloc.wave < 0) return;
-    const TermOf t = term_of(a, facts);
-    if (t.layer > max_layer && t.layer <= kMaxLayer) max_layer = t.layer;
+    if (a.layer > max_layer && a.layer <= kMaxLayer) max_layer = a.layer;
+    if (static_cast<size_t>(l.alloc.wave) >= keep_.size() || !keep_[static_cast<size_t>(l.alloc.wave)]) return;
     const bool live = l.end.kind == EndKind::kStillLive;
     made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq, live ? UINT64_MAX : l.end.seq,
-                        l.alloc.bytes, l.alloc.range.value, l.alloc.wave, t.layer, t.term});
+                        l.alloc.bytes, l.alloc.range.value, l.alloc.wave, a.layer, a.category, a.category});
   }
 
-  const RangeParser& parser_;
-  const Classifier& classifier_;
-  MemoryLevel level_;
-  uint64_t event_limit_;
-  RangeTable ranges_;
-  ScopeTracker scope_;
-  MemoryReplay replay_;
+  // The wave-level rules change categories in cold waves (paired with their
+  // warm twins) and split waves only: the allocations of other waves are not
+  // needed for them.
+  void keep_only_waves_that_change_categories() {
+    auto shape = [](const WavePayload& p) { return std::tuple(p.tokens.value_or(0), p.groups.value_or(1), p.slots); };
+    for (size_t i = 0; i < waves_.size(); ++i) {
+      const WavePayload& p = waves_[i].payload;
+      if (!children_of(p).empty()) keep_[i] = true;
+      if (!p.cold.value_or(false)) continue;
+      keep_[i] = true;
+      for (size_t j = 0; j < waves_.size(); ++j) {
+        if (j == i || waves_[j].payload.cold.value_or(false) || shape(waves_[j].payload) != shape(p)) continue;
+        keep_[j] = true;
+        break;
+      }
+    }
+  }
+
+  bool every_wave_;
   std::vector<WaveSpan> waves_;
+  std::vector<bool> keep_;  // per wave: keep its allocations
   std::vector<uint64_t> backward_start_;
-  const TraceMeta* meta_ = nullptr;
-  uint64_t ordinal_ = 0;
+
+ public:
+  std::vector<std::string> strings;  // the trace's string table, for range names
 };
 
 // One allocation or free of a wave, in order.
 struct Step {
   uint64_t ordinal;
   int64_t delta;
-  Term term;
+  Category category;
   int32_t layer;
   uint64_t end_ordinal = UINT64_MAX;  // of the allocation an allocating step makes
 };
 
 bool raises_rest(const Step& s) {
-  return s.delta > 0 && (s.term == Term::kWorkspace || s.term == Term::kInputGradient || s.term == Term::kOutput ||
-                         s.term == Term::kForwardScratch);
+  return s.delta > 0 && (s.category == Category::kWorkspace || s.category == Category::kInputGradient ||
+                         s.category == Category::kOutput || s.category == Category::kForwardScratch);
 }
 
 // Follows the moments of one wave's backward through its steps
@@ -156,10 +156,10 @@ class MomentTracker {
   // boundaries, adapter gradients and first-execution allocations, and
   // `workspace` the workspace live.
   void on_step(const Step& s, int64_t rest, int64_t workspace) {
-    const bool layer_work = s.term == Term::kWorkspace || s.term == Term::kAdapterGradient;
+    const bool layer_work = s.category == Category::kWorkspace || s.category == Category::kAdapterGradient;
     if (layer_work && s.delta > 0 && s.layer >= 0 && s.layer != layer_ && s.ordinal >= backward_start_)
       switch_to(s.layer);
-    const bool own_gradient = s.term == Term::kAdapterGradient && s.layer == layer_ && s.delta > 0;
+    const bool own_gradient = s.category == Category::kAdapterGradient && s.layer == layer_ && s.delta > 0;
     if (own_gradient) made_here_ += s.delta;
     with_gradient_ = std::max(with_gradient_, workspace + made_here_);
     if (s.ordinal < backward_start_ || layer_ < 0) {
@@ -222,40 +222,40 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   std::vector<Step> steps;
   steps.reserve(made.size() * 2);
   for (const Made* m : made) {
-    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->term, m->layer, m->end_ordinal});
+    steps.push_back({m->alloc_ordinal, static_cast<int64_t>(m->bytes), m->category, m->layer, m->end_ordinal});
     if (m->end_ordinal != UINT64_MAX)
-      steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->term, m->layer});
+      steps.push_back({m->end_ordinal, -static_cast<int64_t>(m->bytes), m->category, m->layer});
   }
   // What the forward left live counts as soon as the backward begins.
-  if (backward_start != UINT64_MAX) steps.push_back({backward_start, 0, Term::kOutput, -1});
+  if (backward_start != UINT64_MAX) steps.push_back({backward_start, 0, Category::kOutput, -1});
   // Frees before allocations at one ordinal cannot happen (one event each),
   // but the zero step must come after the allocation it coincides with.
   std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
     if (a.ordinal != b.ordinal) return a.ordinal < b.ordinal;
     return a.delta > b.delta;
   });
-  std::array<int64_t, kTermCount> live{};
-  std::array<uint64_t, kTermCount> max{};
-  auto at = [&](Term t) { return live[static_cast<size_t>(t)]; };
+  std::array<int64_t, kCategoryCount> live{};
+  std::array<uint64_t, kCategoryCount> max{};
+  auto at = [&](Category t) { return live[static_cast<size_t>(t)]; };
   MomentTracker moments(backward_start, w);
   for (const Step& s : steps) {
-    const size_t t = static_cast<size_t>(s.term);
+    const size_t t = static_cast<size_t>(s.category);
     live[t] += s.delta;
     const int64_t rest =
-        at(Term::kWorkspace) + at(Term::kInputGradient) + at(Term::kOutput) + at(Term::kForwardScratch);
-    moments.on_step(s, rest, at(Term::kWorkspace));
-    if (s.term == Term::kOutput && s.ordinal < backward_start && s.delta > 0)
+        at(Category::kWorkspace) + at(Category::kInputGradient) + at(Category::kOutput) + at(Category::kForwardScratch);
+    moments.on_step(s, rest, at(Category::kWorkspace));
+    if (s.category == Category::kOutput && s.ordinal < backward_start && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
-    if (s.term == Term::kOutput && s.ordinal < backward_start) continue;
+    if (s.category == Category::kOutput && s.ordinal < backward_start) continue;
     max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));
   }
   moments.finish();
-  w->workspace_bytes = max[static_cast<size_t>(Term::kWorkspace)];
-  w->input_gradient_bytes = max[static_cast<size_t>(Term::kInputGradient)];
-  w->output_bytes = max[static_cast<size_t>(Term::kOutput)];
-  w->forward_scratch_bytes = max[static_cast<size_t>(Term::kForwardScratch)];
-  w->pending_gradient_max_live_bytes = max[static_cast<size_t>(Term::kAdapterGradient)];
+  w->workspace_bytes = max[static_cast<size_t>(Category::kWorkspace)];
+  w->input_gradient_bytes = max[static_cast<size_t>(Category::kInputGradient)];
+  w->output_bytes = max[static_cast<size_t>(Category::kOutput)];
+  w->forward_scratch_bytes = max[static_cast<size_t>(Category::kForwardScratch)];
+  w->pending_gradient_max_live_bytes = max[static_cast<size_t>(Category::kAdapterGradient)];
 }
 
 // Allocations of `cold` with no counterpart in `warm`, in two rounds:
@@ -293,8 +293,8 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
     }
     // A saved input or a gradient is the step's structure, never a
     // first-launch artefact: it keeps its term even without a counterpart.
-    if (m->term == Term::kBoundary || m->term == Term::kAdapterGradient) continue;
-    m->term = Term::kFirstExecution;
+    if (m->category == Category::kBoundary || m->category == Category::kAdapterGradient) continue;
+    m->category = Category::kFirstExecution;
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
   }
@@ -317,7 +317,7 @@ std::vector<const Made*> leftovers_are_first_execution(const std::vector<Made*>&
   // same zero_grad as the ones a wave makes.
   uint64_t gradients_die = live_gradients_die;
   for (const Made* m : made)
-    if (m->term == Term::kAdapterGradient) gradients_die = std::min(gradients_die, m->end_ordinal);
+    if (m->category == Category::kAdapterGradient) gradients_die = std::min(gradients_die, m->end_ordinal);
   if (gradients_die == UINT64_MAX) return out;
   uint64_t next_wave_ends = UINT64_MAX;  // the end of the first wave that begins after they die
   for (const WaveReport& r : waves) {
@@ -327,11 +327,11 @@ std::vector<const Made*> leftovers_are_first_execution(const std::vector<Made*>&
     }
   }
   for (Made* m : made) {
-    if (m->term != Term::kAdapterGradient) continue;
+    if (m->category != Category::kAdapterGradient) continue;
     const bool outlives =
         m->end_ordinal == UINT64_MAX || (next_wave_ends != UINT64_MAX && m->end_ordinal > next_wave_ends);
     if (!outlives) continue;
-    m->term = Term::kFirstExecution;
+    m->category = Category::kFirstExecution;
     w->first_execution_bytes += m->bytes;
     if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->first_execution_at_peak_bytes += m->bytes;
     out.push_back(m);
@@ -353,8 +353,8 @@ void reclassify_buffered_gradients(const std::vector<Made*>& made) {
   };
   std::vector<Work> work;  // allocations of layers' recompute/backward, in order
   for (const Made* m : made) {
-    const bool layer_work = m->term == Term::kWorkspace || m->term == Term::kAdapterGradient ||
-                            m->term == Term::kInputGradient || m->term == Term::kBoundary;
+    const bool layer_work = m->category == Category::kWorkspace || m->category == Category::kAdapterGradient ||
+                            m->category == Category::kInputGradient || m->category == Category::kBoundary;
     if (layer_work && m->layer >= 0) work.push_back({m->alloc_ordinal, m->layer});
   }
   std::sort(work.begin(), work.end(), [](const Work& a, const Work& b) { return a.ordinal < b.ordinal; });
@@ -365,11 +365,12 @@ void reclassify_buffered_gradients(const std::vector<Made*>& made) {
       other_layer_after[k] = work[k + 1].layer != work[k].layer ? work[k + 1].ordinal : other_layer_after[k + 1];
   }
   for (Made* m : made) {
-    if (m->term != Term::kWorkspace || m->layer < 0 || m->end_ordinal == UINT64_MAX) continue;
+    if (m->category != Category::kWorkspace || m->layer < 0 || m->end_ordinal == UINT64_MAX) continue;
     auto it = std::lower_bound(work.begin(), work.end(), m->alloc_ordinal,
                                [](const Work& w, uint64_t ordinal) { return w.ordinal < ordinal; });
     if (it == work.end() || it->ordinal != m->alloc_ordinal) continue;
-    if (other_layer_after[static_cast<size_t>(it - work.begin())] < m->end_ordinal) m->term = Term::kAdapterGradient;
+    if (other_layer_after[static_cast<size_t>(it - work.begin())] < m->end_ordinal)
+      m->category = Category::kAdapterGradient;
   }
 }
 
@@ -435,72 +436,33 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
 
 }  // namespace
 
-const char* term_name(Term term) {
-  switch (term) {
-    case Term::kBoundary: return "boundary";
-    case Term::kAdapterGradient: return "adapter_gradient";
-    case Term::kWorkspace: return "workspace";
-    case Term::kInputGradient: return "input_gradient";
-    case Term::kOutput: return "output";
-    case Term::kForwardScratch: return "forward_scratch";
-    case Term::kFirstExecution: return "first_execution";
-    case Term::kPersistent: return "persistent";
-  }
-  return "output";
-}
-
-TermOf term_of(const Attribution& a, const AllocationFacts& f) {
-  switch (a.category) {
-    case Category::kBoundary: return {Term::kBoundary, a.layer};
-    case Category::kAdapterGradient: return {Term::kAdapterGradient, a.layer};
-    case Category::kWorkspace: return {Term::kWorkspace, a.layer};
-    case Category::kFirstExecution: return {Term::kFirstExecution, a.layer};
-    case Category::kPersistent: return {Term::kPersistent, a.layer};
-    default: break;
-  }
-  const bool ended = f.end != EndKind::kStillLive;
-  // State a checkpoint saves for layer i outside any layer's range (the RNG
-  // state torch.utils.checkpoint stashes before calling the layer) and that
-  // layer i's recompute releases: it is held exactly like layer i's saved
-  // input, so it is part of boundary(i).
-  const bool made_between_layers = f.made_in.phase == Phase::kWave || f.made_in.phase == Phase::kOutside;
-  if (made_between_layers && ended && is_layer_backward(f.ended_in) && f.made_in_wave >= 0 &&
-      f.ended_in_wave == f.made_in_wave)
-    return {Term::kBoundary, f.ended_in.layer};
-  // The gradient of a layer's input: made by its recompute/backward, consumed
-  // by the layer below (or by the embedding's backward, outside the decoder).
-  if (is_layer_backward(f.made_in) && ended) {
-    const bool lower_layer = is_layer_backward(f.ended_in) && f.ended_in.layer < f.made_in.layer;
-    const bool outside = !f.ended_in.has_layer();
-    if (lower_layer || outside) return {Term::kInputGradient, f.made_in.layer};
-  }
-  // The head's backward hands the top layer its input gradient: the same
-  // chain, one link earlier (it dies in a layer's recompute/backward).
-  if (f.made_in.phase == Phase::kHead && ended && is_layer_backward(f.ended_in))
-    return {Term::kInputGradient, f.ended_in.layer};
-  if (f.made_in.phase == Phase::kForward && f.made_in.has_layer() && ended &&
-      f.ended_in.in_layer(Phase::kForward, f.made_in.layer))
-    return {Term::kForwardScratch, f.made_in.layer};
-  return {Term::kOutput, f.made_in.layer};
-}
-
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b) {
   return a.tokens == b.tokens && a.groups == b.groups && a.slots == b.slots;
 }
 
-Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options) {
+namespace {
+
+std::vector<CategoryChange> changes_of(const std::vector<Made>& made, const std::vector<std::string>& strings) {
+  std::vector<CategoryChange> out;
+  for (const Made& m : made) {
+    if (m.category == m.classified_as) continue;
+    out.push_back(CategoryChange{m.alloc_ordinal, m.end_ordinal, m.bytes,
+                                 m.range < strings.size() ? strings[m.range] : std::string(), m.layer, m.classified_as,
+                                 m.category});
+  }
+  return out;
+}
+
+}  // namespace
+
+Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options, const LivenessOptions& what) {
   Liveness out;
   out.path = path;
   AnalysisOptions analysis_options = options;
-  analysis_options.timeline_points = 0;
+  LivenessPass pass(!what.categories_only);
+  analysis_options.observers.push_back(&pass);
   out.analysis = analyze_trace(path, analysis_options);
   const Analysis& analysis = out.analysis;
-
-  LivenessPass pass(options, analysis, analysis.trace.status.events);
-  // The analysis read the trace with its deferred (CUPTI) events placed by
-  // time and deduplicated against the hooks; read the same stream, or the
-  // waves' positions would not line up.
-  read_placed(path, out.analysis.placement.get(), pass);
   out.category_allocations = pass.category_allocations;
   out.category_bytes = pass.category_bytes;
   out.layers = pass.max_layer + 1;
@@ -538,17 +500,22 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
     }
   }
 
+  for (size_t i = 0; i < out.waves.size(); ++i)
+    if (!out.waves[i].children.empty()) reclassify_buffered_gradients(by_wave[i]);
+  out.category_changes = changes_of(pass.made, pass.strings);
+  if (what.categories_only) return out;
+
   for (size_t i = 0; i < out.waves.size(); ++i) {
     WaveLiveness& w = out.waves[i];
-    if (!w.children.empty()) reclassify_buffered_gradients(by_wave[i]);
     for (const Made* m : by_wave[i]) {
-      const size_t t = static_cast<size_t>(m->term);
+      const size_t t = static_cast<size_t>(m->category);
       w.made_bytes[t] += m->bytes;
       ++w.made_allocations[t];
       if (m->alloc_seq <= w.peak_seq && w.peak_seq < m->end_seq) w.at_peak_bytes[t] += m->bytes;
       if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
-      if (m->term == Term::kBoundary) w.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
-      if (m->term == Term::kAdapterGradient) w.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+      if (m->category == Category::kBoundary) w.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+      if (m->category == Category::kAdapterGradient)
+        w.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
     }
     if (i < pass.gradient_live_at_start.size()) {
       const auto& row = pass.gradient_live_at_start[i];
@@ -557,6 +524,64 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
     sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
   }
   return out;
+}
+
+namespace {
+
+void apply_change(const CategoryChange& c, LiveBreakdown* live) {
+  auto matches = [&](const LiveGroup& g, Category category) {
+    return g.range == c.range && g.layer == c.layer && g.category == category;
+  };
+  auto from = std::find_if(live->groups.begin(), live->groups.end(),
+                           [&](const LiveGroup& g) { return matches(g, c.from) && !g.cupti_only; });
+  if (from == live->groups.end())
+    from =
+        std::find_if(live->groups.begin(), live->groups.end(), [&](const LiveGroup& g) { return matches(g, c.from); });
+  if (from == live->groups.end() || from->bytes < c.bytes || from->allocations == 0) return;  // never expected
+  LiveGroup moved = *from;
+  moved.category = c.to;
+  moved.bytes = c.bytes;
+  moved.allocations = 1;
+  from->bytes -= c.bytes;
+  --from->allocations;
+  if (from->allocations == 0) live->groups.erase(from);
+  auto to = std::find_if(live->groups.begin(), live->groups.end(), [&](const LiveGroup& g) {
+    return matches(g, c.to) && g.cupti_only == moved.cupti_only && g.source == moved.source;
+  });
+  if (to == live->groups.end()) {
+    live->groups.push_back(std::move(moved));
+  } else {
+    to->bytes += c.bytes;
+    ++to->allocations;
+  }
+  live->category_bytes[static_cast<size_t>(c.from)] -= c.bytes;
+  live->category_bytes[static_cast<size_t>(c.to)] += c.bytes;
+}
+
+void apply_at(const std::vector<CategoryChange>& changes, uint64_t ordinal, LiveBreakdown* live) {
+  bool changed = false;
+  for (const CategoryChange& c : changes) {
+    if (c.alloc_ordinal > ordinal || ordinal >= c.end_ordinal) continue;  // not live at the snapshot
+    apply_change(c, live);
+    changed = true;
+  }
+  if (changed) finish_breakdown(live);
+}
+
+}  // namespace
+
+void apply_category_changes(const std::vector<CategoryChange>& changes, Analysis* analysis) {
+  if (changes.empty()) return;
+  apply_at(changes, analysis->peak.site.ordinal, &analysis->peak.live);
+  for (WaveReport& w : analysis->waves) apply_at(changes, w.peak.site.ordinal, &w.peak.live);
+}
+
+Analysis analyze_report(const std::string& path, const AnalysisOptions& options) {
+  LivenessOptions what;
+  what.categories_only = true;
+  Liveness liveness = analyze_liveness(path, options, what);
+  apply_category_changes(liveness.category_changes, &liveness.analysis);
+  return std::move(liveness.analysis);
 }
 
 }  // namespace psc

@@ -1,32 +1,23 @@
-// Liveness terms of every wave: each allocation made inside a wave classified
-// into the pricing model's terms (DESIGN.md "The pricing model"), and the bytes
-// of each term the wave needed. What calibration fits and check compares.
+// Liveness terms of every wave: each allocation made inside a wave, by its
+// category (analysis/categories.h: the one classification; each category
+// but persistent and forward_scratch is a term of the pricing model, DESIGN.md
+// "The pricing model"), and the bytes of each term the wave needed. What
+// calibration fits and check compares.
 //
-// Built on the report's analysis (baselines, peaks, the Classifier's
-// categories) plus one more streaming pass that classifies every allocation,
-// not only those live at a snapshot. Memory: O(allocations made inside waves),
-// kept as 32-byte records until the end of the pass.
+// Built on the report's analysis (baselines, peaks) and collected in the same
+// read of the trace as its breakdowns (an observer of analysis/lifetime_pass.h
+// that keeps every allocation made inside a wave, not only those live at a
+// snapshot). Memory: O(allocations made inside waves), kept as 56-byte records
+// until the end of the read.
 //
-// Terms (an allocation made inside a wave):
-//   boundary(i)          the category boundary(i): saved input of layer i,
-//                        and state saved for it between layers (checkpoint RNG);
-//   adapter_gradient(i)  the category adapter_gradient(i), made in this wave:
-//                        a pending gradient. Gradients already live when the
-//                        wave begins are baseline, read from the trace;
-//   workspace            the category workspace: scratch of one layer's
-//                        recompute/backward (max live over the wave);
-//   input_gradient       made in a layer's recompute/backward, dying in a lower
-//                        layer's or outside the decoder, or made by the head and
-//                        dying in a layer's: the gradient that flows from layer
-//                        to layer (max live over the wave);
-//   output               everything else the head, the loss and the last layer
-//                        leave live during the backward (max live from the
-//                        first layer recompute/backward to the wave's end);
-//   forward_scratch      made and freed inside one layer's forward: live only
-//                        while the boundaries are still being made, never at a
-//                        backward peak, so not priced;
-//   first_execution      in a cold wave, with no counterpart (same range and
-//                        size, in order) in a warm wave of the same shape.
+// What liveness adds to one allocation's category, from the wave as a whole:
+//   - gradients already live when a wave begins are its baseline, not its
+//     pending adapter_gradient (read from the trace);
+//   - workspace, input_gradient and output are priced by their max live over
+//     the wave (output from the first layer recompute/backward to its end);
+//   - first_execution: in a cold wave, with no counterpart (same range and
+//     size, in order) in a warm wave of the same shape;
+//   - a split wave's buffered per-child gradients are adapter gradients.
 #pragma once
 
 #include <array>
@@ -38,26 +29,6 @@
 #include "estimator/growth.h"
 
 namespace psc {
-
-enum class Term : uint8_t {
-  kBoundary = 0,
-  kAdapterGradient,
-  kWorkspace,
-  kInputGradient,
-  kOutput,
-  kForwardScratch,
-  kFirstExecution,
-  kPersistent,
-};
-constexpr int kTermCount = 8;
-const char* term_name(Term term);
-
-// The term of one allocation made inside a wave, from its category and facts.
-struct TermOf {
-  Term term = Term::kOutput;
-  int32_t layer = kNoLayer;
-};
-TermOf term_of(const Attribution& attribution, const AllocationFacts& facts);
 
 struct WaveLiveness {
   int32_t index = 0;
@@ -138,15 +109,27 @@ struct WaveLiveness {
   std::vector<std::vector<EventAllocation>> moment_event_allocations;
 
   // Every allocation made in the wave, by term: total bytes and count.
-  std::array<uint64_t, kTermCount> made_bytes{};
-  std::array<uint64_t, kTermCount> made_allocations{};
+  std::array<uint64_t, kCategoryCount> made_bytes{};
+  std::array<uint64_t, kCategoryCount> made_allocations{};
   // Bytes of each term live at the wave's peak (made in the wave).
-  std::array<uint64_t, kTermCount> at_peak_bytes{};
+  std::array<uint64_t, kCategoryCount> at_peak_bytes{};
 
   // Cold-versus-warm pairing; -1 when the wave is warm or has no warm twin.
   int32_t warm_twin = -1;
   uint64_t first_execution_bytes = 0;          // unmatched allocations, in all
   uint64_t first_execution_at_peak_bytes = 0;  // of those, live at the peak
+};
+
+// An allocation whose category the wave-level rules changed (first_execution,
+// a split's buffered gradient): the report applies these to its breakdowns.
+struct CategoryChange {
+  uint64_t alloc_ordinal = 0;
+  uint64_t end_ordinal = UINT64_MAX;  // UINT64_MAX: still live at the end
+  uint64_t bytes = 0;
+  std::string range;  // where it was made
+  int32_t layer = kNoLayer;
+  Category from = Category::kOutput;  // the Classifier's category
+  Category to = Category::kOutput;
 };
 
 struct Liveness {
@@ -157,10 +140,28 @@ struct Liveness {
   // Every allocation of the analysed level, by the Classifier's category.
   std::array<uint64_t, kCategoryCount> category_allocations{};
   std::array<uint64_t, kCategoryCount> category_bytes{};
+  std::vector<CategoryChange> category_changes;  // in birth order
+};
+
+struct LivenessOptions {
+  // Only what changes categories (CategoryChange), not the terms: keeps the
+  // allocations of cold waves, their warm twins and split waves only.
+  bool categories_only = false;
 };
 
 // Throws TraceError when the file is not a readable trace.
-Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options = {});
+// `options.observers` read the same trace in the same read.
+Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options = {},
+                          const LivenessOptions& what = {});
+
+// The breakdowns of `analysis` (the peak's, each wave's) with the changes
+// applied: what `peakscope report` prints, in the categories liveness uses.
+void apply_category_changes(const std::vector<CategoryChange>& changes, Analysis* analysis);
+
+// What `peakscope report` prints: the trace's analysis with those changes
+// applied, from the same two reads (keeping the allocations of cold, twin and
+// split waves only). Throws TraceError when the file is not a readable trace.
+Analysis analyze_report(const std::string& path, const AnalysisOptions& options = {});
 
 // Shape of a wave for cold/warm pairing: tokens, groups and slots.
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b);

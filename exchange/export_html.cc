@@ -39,7 +39,9 @@ constexpr size_t kMaxGroups = 20;
 
 // One colour per category, in Category order; the rendering test looks for them.
 constexpr const char* kColors[kCategoryCount] = {"#8c8c8c", "#1f77b4", "#d62728", "#2ca02c",
-                                                 "#ff7f0e", "#9467bd", "#bcbd22"};
+                                                 "#17becf", "#9467bd", "#bcbd22", "#ff7f0e"};
+// The layer chart's fourth part: whatever else is charged to the layer.
+constexpr const char* kOtherLayerColor = "#c7c7c7";
 
 constexpr const char* kStyle = R"CSS(
 body{font-family:sans-serif;margin:24px;color:#222;background:#fff;max-width:1200px}
@@ -298,8 +300,11 @@ class HtmlWriter {
     for (size_t k = 0; k < rows.size(); ++k) {
       const LayerRow& r = rows[k];
       const uint64_t parts[4] = {r.boundary_bytes, r.adapter_gradient_bytes, r.workspace_bytes, r.other_bytes};
-      const Category cats[4] = {Category::kBoundary, Category::kAdapterGradient, Category::kWorkspace,
-                                Category::kOther};
+      const char* const names[4] = {category_name(Category::kBoundary), category_name(Category::kAdapterGradient),
+                                    category_name(Category::kWorkspace), "other"};
+      const char* const colors[4] = {kColors[static_cast<int>(Category::kBoundary)],
+                                     kColors[static_cast<int>(Category::kAdapterGradient)],
+                                     kColors[static_cast<int>(Category::kWorkspace)], kOtherLayerColor};
       uint64_t base = 0;
       for (int p = 0; p < 4; ++p) {
         if (!parts[p]) continue;
@@ -307,8 +312,8 @@ class HtmlWriter {
         out_.write(
             fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>layer "
                         "{} {}: {} B</title></rect>\n",
-                        left + bar * static_cast<double>(k) + 1, y0, std::max(bar - 2, 1.0), y1 - y0,
-                        kColors[static_cast<int>(cats[p])], r.layer, category_name(cats[p]), parts[p]));
+                        left + bar * static_cast<double>(k) + 1, y0, std::max(bar - 2, 1.0), y1 - y0, colors[p],
+                        r.layer, names[p], parts[p]));
         base += parts[p];
       }
     }
@@ -384,25 +389,15 @@ class HtmlWriter {
   const std::vector<CheckRow>* check_;  // null without a calibration
 };
 
-// The accuracy rows `peakscope check` would print for this trace.
-std::vector<CheckRow> accuracy_rows(const std::string& trace, const std::string& calibration_path) {
-  std::ifstream in(calibration_path, std::ios::binary);
-  if (!in) throw InputError(calibration_path, "cannot read the calibration file");
-  std::stringstream text;
-  text << in.rdbuf();
-  Calibration calibration;
+Calibration load_calibration(const std::string& path) {
   try {
-    calibration = calibration_from_json(CalibrationJson::parse(text.str()));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(calibration_path, std::string("not valid JSON: ") + e.what());
+    return read_calibration(path);
   } catch (const CalibrationError& e) {
-    throw InputError(calibration_path, e.what());
+    // Its message starts with the path, which InputError adds again.
+    std::string reason = e.what();
+    if (reason.rfind(path + ": ", 0) == 0) reason.erase(0, path.size() + 2);
+    throw InputError(path, reason);
   }
-  const Liveness liveness = analyze_liveness(trace);
-  if (liveness.layers != calibration.layers)
-    throw InputError(calibration_path, fmt::format("calibrated for {} decoder layers, but {} has {}",
-                                                   calibration.layers, trace, liveness.layers));
-  return check_trace(calibration, liveness);
 }
 
 class HtmlExporter : public Exporter {
@@ -412,14 +407,31 @@ class HtmlExporter : public Exporter {
     return "one self-contained HTML report: live bytes by category over time, per-layer bars per wave, peak table";
   }
   void write(const ExportOptions& options) const override {
-    std::vector<CheckRow> rows;
-    if (!options.calibration.empty()) rows = accuracy_rows(options.trace, options.calibration);
     ExportModelOptions model_options;
     model_options.sample_points = kSamplePoints;
-    const ExportModel model = build_export_model(options.trace, model_options);
+    if (options.calibration.empty()) {
+      write(options, build_export_model(options.trace, model_options), nullptr);
+      return;
+    }
+    // The accuracy rows `peakscope check` would print for this trace, from
+    // the same analysis as the rest of the report: one read of the trace.
+    const Calibration calibration = load_calibration(options.calibration);
+    ExportModelCollector collector(model_options);
+    AnalysisOptions analysis_options;
+    collector.add_to(&analysis_options);
+    Liveness liveness = analyze_liveness(options.trace, analysis_options);
+    if (liveness.layers != calibration.layers)
+      throw InputError(options.calibration, fmt::format("calibrated for {} decoder layers, but {} has {}",
+                                                        calibration.layers, options.trace, liveness.layers));
+    const std::vector<CheckRow> rows = check_trace(calibration, liveness);
+    write(options, collector.finish(options.trace, std::move(liveness.analysis)), &rows);
+  }
+
+ private:
+  static void write(const ExportOptions& options, const ExportModel& model, const std::vector<CheckRow>* rows) {
     warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
-    HtmlWriter(model, out, options, options.calibration.empty() ? nullptr : &rows).write();
+    HtmlWriter(model, out, options, rows).write();
     out.commit();
   }
 };

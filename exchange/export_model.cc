@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "analysis/attribution_pass.h"
+#include "analysis/breakdowns.h"
 
 namespace psc {
 
 // ---- CategoryLog ----------------------------------------------------------------
 
-CategoryLog::CategoryLog() : window_(kWindow, static_cast<uint8_t>(Category::kOther)) {
+CategoryLog::CategoryLog() : window_(kWindow, static_cast<uint8_t>(Category::kOutput)) {
   std::string dir = std::filesystem::temp_directory_path().string();
   std::string name = dir + "/peakscope-categories-XXXXXX";
   fd_ = ::mkstemp(name.data());
@@ -49,9 +49,9 @@ void CategoryLog::slide_to(uint64_t new_base) {
   if (out < kWindow) {
     std::memmove(window_.data(), window_.data() + out, kWindow - out);
     std::fill(window_.begin() + static_cast<ptrdiff_t>(kWindow - out), window_.end(),
-              static_cast<uint8_t>(Category::kOther));
+              static_cast<uint8_t>(Category::kOutput));
   } else {
-    std::fill(window_.begin(), window_.end(), static_cast<uint8_t>(Category::kOther));
+    std::fill(window_.begin(), window_.end(), static_cast<uint8_t>(Category::kOutput));
   }
   base_ = new_base;
 }
@@ -75,7 +75,7 @@ CategoryLog::Reader::Reader(const CategoryLog& log) : log_(&log), buffer_(1u << 
 
 Category CategoryLog::Reader::next() {
   if (pos_ == size_) {
-    if (offset_ >= log_->count_) return Category::kOther;
+    if (offset_ >= log_->count_) return Category::kOutput;
     const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer_.size(), log_->count_ - offset_));
     ssize_t r;
     do r = ::pread(log_->fd_, buffer_.data(), want, static_cast<off_t>(offset_));
@@ -86,63 +86,50 @@ Category CategoryLog::Reader::next() {
     pos_ = 0;
   }
   const uint8_t byte = buffer_[pos_++];
-  return byte < kCategoryCount ? static_cast<Category>(byte) : Category::kOther;
+  return byte < kCategoryCount ? static_cast<Category>(byte) : Category::kOutput;
 }
 
-// ---- pass 2: classify every lifetime ----------------------------------------------
+// ---- the analysis' second read: classify every lifetime -------------------------
 
 namespace {
 
 // Classifies lifetimes exactly as the analysis' attribution pass does (the
-// same allocation_facts, analysis/attribution_pass.h): the
+// same allocation_facts, analysis/breakdowns.h): the
 // exporters' category counters must add up to what `report` says is live at
 // each peak, and a unit test holds them to it.
-class CategoryPass : public TraceVisitor, private LifetimeSink {
+class CategoryPass : public LifetimeObserver {
  public:
-  CategoryPass(const ExportModel& model, CategoryLog& log, const ExportModelOptions& options)
-      : model_(&model),
-        log_(&log),
-        ranges_(default_range_parser()),
-        scope_(ranges_),
-        replay_(this),
-        limit_(model.analysis.trace.status.events) {
-    const Analysis& a = model.analysis;
-    if (options.sample_points > 0) {
-      const uint64_t first = a.trace.first_time_ns, last = std::max(a.trace.last_time_ns, first);
-      const size_t n = std::max<size_t>(options.sample_points, 2);
-      for (size_t k = 0; k < n; ++k)
-        sample_times_.push_back(first + static_cast<uint64_t>(static_cast<long double>(last - first) * k / (n - 1)));
-      if (a.peak.site.reached) peak_seqs_.push_back(a.peak.site.seq);
-      for (const WaveReport& w : a.waves)
-        peak_seqs_.push_back(w.peak.site.reached ? w.peak.site.seq : w.span.begin_seq);
-      std::sort(peak_seqs_.begin(), peak_seqs_.end());
-      peak_seqs_.erase(std::unique(peak_seqs_.begin(), peak_seqs_.end()), peak_seqs_.end());
-    }
+  CategoryPass(CategoryLog* log, size_t sample_points) : log_(log), sample_points_(sample_points) {}
+
+  void on_start(const Analysis& a) override {
+    if (sample_points_ == 0) return;
+    const uint64_t first = a.trace.first_time_ns, last = std::max(a.trace.last_time_ns, first);
+    const size_t n = std::max<size_t>(sample_points_, 2);
+    for (size_t k = 0; k < n; ++k)
+      sample_times_.push_back(first + static_cast<uint64_t>(static_cast<long double>(last - first) * k / (n - 1)));
+    if (a.peak.site.reached) peak_seqs_.push_back(a.peak.site.seq);
+    for (const WaveReport& w : a.waves) peak_seqs_.push_back(w.peak.site.reached ? w.peak.site.seq : w.span.begin_seq);
+    std::sort(peak_seqs_.begin(), peak_seqs_.end());
+    peak_seqs_.erase(std::unique(peak_seqs_.begin(), peak_seqs_.end()), peak_seqs_.end());
   }
 
-  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
-    meta_ = &meta;
-    for (size_t i = 0; i < count && ordinal_ < limit_; ++i) {
-      const Event& e = events[i];
-      const uint64_t ordinal = ordinal_++;
-      sample_before(e, ordinal);
-      if (!is_memory_event(e.kind)) {
-        scope_.on_event(e, ordinal, meta);
-      } else if (memory_level_of(e) == model_->level) {
-        const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-        if (replay_.apply(e, site) == MemoryReplay::Effect::kAllocated) index_of_[ordinal] = births_++;
-      }
-      last_seq_ = e.seq;
-      last_ordinal_ = ordinal;
-      last_time_ = std::max(last_time_, e.time_ns);
-    }
+  void on_event(const Event& e, uint64_t ordinal, const ScopeTracker&, const TraceMeta&) override {
+    sample_before(e, ordinal);
+    last_seq_ = e.seq;
+    last_ordinal_ = ordinal;
+    last_time_ = std::max(last_time_, e.time_ns);
   }
 
-  void on_end(const TraceMeta& meta, const ReadStatus&) override {
-    meta_ = &meta;
+  void on_memory_event(const MemoryEventView& m) override {
+    if (log_ && m.effect == MemoryReplay::Effect::kAllocated) index_of_[m.site.ordinal] = births_++;
+  }
+
+  void on_events_end(const TraceMeta&) override {
     while (next_time_ < sample_times_.size()) add_sample(sample_times_[next_time_++], last_ordinal_, last_seq_);
-    replay_.finish();
-    log_->finish(births_);
+  }
+
+  void on_finish(const TraceMeta&) override {
+    if (log_) log_->finish(births_);
   }
 
   std::vector<CategorySample> samples() const {
@@ -194,13 +181,15 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
     for (auto& d : diff_) d.push_back(0);
   }
 
-  void on_lifetime(const Lifetime& l) override {
-    const Category category =
-        default_classifier().classify(allocation_facts(l, model_->waves, ranges_, *meta_)).category;
-    auto it = index_of_.find(l.alloc.ordinal);
-    if (it != index_of_.end()) {
-      log_->set(it->second, category);
-      index_of_.erase(it);
+  void on_lifetime(LifetimeView& view) override {
+    const Lifetime& l = view.lifetime;
+    const Category category = view.attribution().category;
+    if (log_) {
+      auto it = index_of_.find(l.alloc.ordinal);
+      if (it != index_of_.end()) {
+        log_->set(it->second, category);
+        index_of_.erase(it);
+      }
     }
     if (sample_ordinals_.empty()) return;
     // Covers the samples s with alloc ordinal <= s < end ordinal.
@@ -216,14 +205,8 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
     d[j] -= l.alloc.bytes;  // j <= samples so far, and d has one slot more
   }
 
-  const ExportModel* model_;
-  CategoryLog* log_;
-  RangeTable ranges_;
-  ScopeTracker scope_;
-  MemoryReplay replay_;
-  const TraceMeta* meta_ = nullptr;
-  uint64_t limit_;
-  uint64_t ordinal_ = 0;
+  CategoryLog* log_;  // null: samples only
+  size_t sample_points_;
   uint64_t births_ = 0;
   std::unordered_map<uint64_t, uint64_t> index_of_;  // birth ordinal -> birth index, while live
 
@@ -250,24 +233,42 @@ class CategoryPass : public TraceVisitor, private LifetimeSink {
 
 }  // namespace
 
-ExportModel build_export_model(const std::string& trace, const ExportModelOptions& options) {
+struct ExportModelCollector::Pass : CategoryPass {
+  using CategoryPass::CategoryPass;
+};
+
+ExportModelCollector::ExportModelCollector(const ExportModelOptions& options) : options_(options) {
+  if (!options.categories && options.sample_points == 0) return;
+  if (options.categories) categories_ = std::make_unique<CategoryLog>();
+  pass_ = std::make_unique<Pass>(categories_.get(), options.sample_points);
+}
+
+ExportModelCollector::~ExportModelCollector() = default;
+
+void ExportModelCollector::add_to(AnalysisOptions* analysis_options) {
+  analysis_options->timeline_points = options_.timeline_points;
+  if (pass_) analysis_options->observers.push_back(pass_.get());
+}
+
+ExportModel ExportModelCollector::finish(const std::string& trace, Analysis analysis) {
   ExportModel model;
   model.trace = trace;
-  AnalysisOptions analysis_options;
-  analysis_options.timeline_points = options.timeline_points;
-  model.analysis = analyze_trace(trace, analysis_options);
+  model.analysis = std::move(analysis);
   model.level = model.analysis.memory.level;
   for (const WaveReport& w : model.analysis.waves) model.waves.push_back(w.span);
-  if (!options.categories && options.sample_points == 0) return model;
-  model.categories = std::make_unique<CategoryLog>();
-  CategoryPass pass(model, *model.categories, options);
-  read_placed(trace, model.analysis.placement.get(), pass);
-  model.samples = pass.samples();
-  if (!options.categories) model.categories.reset();
+  if (pass_) model.samples = pass_->samples();
+  model.categories = std::move(categories_);
   return model;
 }
 
-// ---- pass 3 helper ----------------------------------------------------------------
+ExportModel build_export_model(const std::string& trace, const ExportModelOptions& options) {
+  ExportModelCollector collector(options);
+  AnalysisOptions analysis_options;
+  collector.add_to(&analysis_options);
+  return collector.finish(trace, analyze_trace(trace, analysis_options));
+}
+
+// ---- the exporter's own read ------------------------------------------------------
 
 ExportReplay::ExportReplay(const ExportModel& model, Listener* listener)
     : model_(&model), listener_(listener), ranges_(default_range_parser()), scope_(ranges_) {
@@ -343,7 +344,7 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     a.stream = e.stream;
     a.thread = e.thread;
     a.device = e.device;
-    a.category = categories_ ? categories_->next() : Category::kOther;
+    a.category = categories_ ? categories_->next() : Category::kOutput;
     a.memory = e.memory;
     a.api = e.api;
     a.range = site.range;

@@ -2,14 +2,14 @@
 // waves, what is live at each peak) and every allocation's liveness category.
 //
 // A category is decided when an allocation dies (analysis/categories.h), but
-// a streaming exporter has to draw the allocation when it is born. So export
-// reads the trace once more than report does:
-//   1. analyze_trace (two passes): peaks, waves, the level analysed;
-//   2. CategoryPass: replays that level, classifies every lifetime as it ends
-//      and writes one byte per allocation, in birth order, to an unlinked
-//      temporary file (CategoryLog);
-//   3. the exporter's own pass, with an ExportReplay that reads the log back in
-//      step with the allocations it sees.
+// a streaming exporter has to draw the allocation when it is born. So:
+//   1. the analysis (analysis/analysis.h, two reads), whose second read also
+//      runs the model's observer (CategoryPass): it classifies every lifetime
+//      as it ends and writes one byte per allocation, in birth order, to an
+//      unlinked temporary file (CategoryLog), and samples live bytes by
+//      category;
+//   2. the exporter's own read, with an ExportReplay that reads the log back
+//      in step with the allocations it sees.
 // Memory stays O(live allocations + waves): the log lives on disk, written
 // through a window that long-lived allocations bypass with a one-byte pwrite.
 #pragma once
@@ -53,7 +53,8 @@ class CategoryLog {
   class Reader {
    public:
     explicit Reader(const CategoryLog& log);
-    // The category of the next allocation; kOther past the end of the log.
+    // The category of the next allocation; output (what no rule names) past
+    // the end of the log.
     Category next();
 
    private:
@@ -101,15 +102,33 @@ struct ExportModel {
 };
 
 struct ExportModelOptions {
-  bool categories = true;    // false: skip pass 2 (ExportReplay then calls everything kOther)
+  bool categories = true;    // false: no category log (ExportReplay then calls everything output)
   size_t sample_points = 0;  // 0: no samples (only exporters that draw charts need them)
   size_t timeline_points = 100;
 };
 
-// Runs passes 1 and 2. Throws TraceError when the file is not a trace.
+// Analyses the trace (both reads) with the model's observers. Throws
+// TraceError when the file is not a trace.
 ExportModel build_export_model(const std::string& trace, const ExportModelOptions& options = {});
 
-// Pass 3's helper: follows ranges and waves like the analysis, replays the
+// The same in steps, for a caller whose own analysis of the trace (liveness,
+// for the HTML report's accuracy table) should collect the model in the same
+// read: add_to() the analysis' options, analyse, then finish() with it.
+class ExportModelCollector {
+ public:
+  explicit ExportModelCollector(const ExportModelOptions& options);
+  ~ExportModelCollector();
+  void add_to(AnalysisOptions* analysis_options);
+  ExportModel finish(const std::string& trace, Analysis analysis);
+
+ private:
+  struct Pass;
+  ExportModelOptions options_;
+  std::unique_ptr<CategoryLog> categories_;
+  std::unique_ptr<Pass> pass_;
+};
+
+// The exporter's own read: follows ranges and waves like the analysis, replays the
 // analysed level with the analysis' rules (lifetimes.h), and tells a listener
 // about each allocation born and each one that ended, with its category and a
 // lane: the lowest lane index of its device free at its birth, so allocations
@@ -126,7 +145,7 @@ class ExportReplay {
     uint32_t thread = 0;
     uint32_t lane = 0;
     int16_t device = 0;
-    Category category = Category::kOther;
+    Category category = Category::kOutput;
     MemoryKind memory = MemoryKind::kNone;
     Api api = Api::kNone;
     StringId range;  // the range it is attributed to

@@ -175,8 +175,9 @@ TEST_F(GoldenStep, LiveAtPeakByCategory) {
   EXPECT_EQ(category_bytes(live, Category::kBoundary), 200u + 202u + 204u);
   EXPECT_EQ(category_bytes(live, Category::kAdapterGradient), 22u + 21u + 20u);
   EXPECT_EQ(category_bytes(live, Category::kWorkspace), 1000u);
-  EXPECT_EQ(category_bytes(live, Category::kHeadOutside), 14u);  // HG, made in head/lm_head
-  EXPECT_EQ(category_bytes(live, Category::kOther), 16u);        // IG2: dies in layer 1
+  // HG (made in head/lm_head, dies in layer 2) and IG2 (dies in layer 1).
+  EXPECT_EQ(category_bytes(live, Category::kInputGradient), 14u + 16u);
+  EXPECT_EQ(category_bytes(live, Category::kOutput), 0u);
   EXPECT_EQ(category_bytes(live, Category::kFirstExecution), 0u);
   EXPECT_EQ(live.allocations, 1u + 3u + 3u + 1u + 1u + 1u);
 
@@ -200,7 +201,7 @@ TEST_F(GoldenStep, PerLayerTableAtPeak) {
   EXPECT_EQ(layer_row(live, 2).adapter_gradient_bytes, 20u);
   EXPECT_EQ(layer_row(live, 2).workspace_bytes, 1000u);
   EXPECT_EQ(layer_row(live, 0).workspace_bytes, 0u);
-  EXPECT_EQ(layer_row(live, 2).other_bytes, 16u);
+  EXPECT_EQ(layer_row(live, 2).other_bytes, 14u + 16u);  // input gradients HG and IG2
 }
 
 // Wave 0 (s = 1, gradients new): baseline 1000;

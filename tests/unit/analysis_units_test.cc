@@ -198,7 +198,7 @@ TEST(AnalysisAttribution, AdapterGradient) {
   EXPECT_EQ(classify(facts(bwd(4), kOutside, 0, -1)),
             (Attribution{Category::kAdapterGradient, 4}));  // unannotated zero_grad
   EXPECT_EQ(classify(facts(bwd(4), kOptimizer, 1, 2)), (Attribution{Category::kAdapterGradient, 4}));
-  EXPECT_EQ(classify(facts(bwd(4), bwd(3))).category, Category::kOther);  // an input gradient
+  EXPECT_EQ(classify(facts(bwd(4), bwd(3))), (Attribution{Category::kInputGradient, 4}));
   EXPECT_NE(classify(facts(rec(4), kOptimizer, 0, -1)).category, Category::kAdapterGradient);
 }
 
@@ -206,39 +206,47 @@ TEST(AnalysisAttribution, Workspace) {
   EXPECT_EQ(classify(facts(rec(1), bwd(1))), (Attribution{Category::kWorkspace, 1}));
   EXPECT_EQ(classify(facts(bwd(1), bwd(1))), (Attribution{Category::kWorkspace, 1}));
   EXPECT_EQ(classify(facts(rec(1), rec(1))), (Attribution{Category::kWorkspace, 1}));
-  EXPECT_EQ(classify(facts(rec(1), bwd(0))).category, Category::kOther);
+  EXPECT_EQ(classify(facts(rec(1), bwd(0))), (Attribution{Category::kInputGradient, 1}));
   // Without any wave, a backward temporary is still workspace, not a gradient.
   EXPECT_EQ(classify(facts(bwd(1), bwd(1), -1, -1)), (Attribution{Category::kWorkspace, 1}));
 }
 
-TEST(AnalysisAttribution, PersistentHeadOutsideAndOther) {
+TEST(AnalysisAttribution, InputGradient) {
+  EXPECT_EQ(classify(facts(bwd(2), kOutside)), (Attribution{Category::kInputGradient, 2}));  // to the embedding
+  EXPECT_EQ(classify(facts(kHead, bwd(3))), (Attribution{Category::kInputGradient, 3}));     // from the head
+  EXPECT_NE(classify(facts(bwd(1), bwd(2))).category, Category::kInputGradient);             // to a higher layer
+  EXPECT_NE(classify(facts(bwd(2), kOutside, 0, 0, EndKind::kStillLive)).category, Category::kInputGradient);
+}
+
+TEST(AnalysisAttribution, SavedBetweenLayersIsBoundary) {
+  // The RNG state a checkpoint stashes before calling layer 2, released by its recompute.
+  EXPECT_EQ(classify(facts(RangeName{Phase::kWave, kNoLayer}, rec(2), 0, 0)), (Attribution{Category::kBoundary, 2}));
+  EXPECT_EQ(classify(facts(kOutside, bwd(2), 0, 0)), (Attribution{Category::kBoundary, 2}));
+  EXPECT_NE(classify(facts(kOutside, bwd(2), 0, 1)).category, Category::kBoundary);  // another wave's
+}
+
+TEST(AnalysisAttribution, PersistentForwardScratchAndOutput) {
   AllocationFacts weights = facts(kOutside, kOutside, -1, -1, EndKind::kStillLive);
   weights.outlives_next_wave = true;
   EXPECT_EQ(classify(weights).category, Category::kPersistent);
-  EXPECT_EQ(classify(facts(kHead, kHead)).category, Category::kHeadOutside);
-  EXPECT_EQ(classify(facts(kOutside, kOutside)).category, Category::kHeadOutside);
-  EXPECT_EQ(classify(facts(RangeName{Phase::kWave, kNoLayer}, kOutside)).category, Category::kHeadOutside);
-  EXPECT_EQ(classify(facts(fwd(0), fwd(0))), (Attribution{Category::kOther, 0}));
-  EXPECT_EQ(classify(facts(kOptimizer, kOptimizer, -1, -1)).category, Category::kOther);
+  EXPECT_EQ(classify(facts(fwd(0), fwd(0))), (Attribution{Category::kForwardScratch, 0}));
+  EXPECT_EQ(classify(facts(kHead, kHead)).category, Category::kOutput);
+  EXPECT_EQ(classify(facts(kOutside, kOutside)).category, Category::kOutput);
+  EXPECT_EQ(classify(facts(RangeName{Phase::kWave, kNoLayer}, kOutside)).category, Category::kOutput);
+  EXPECT_EQ(classify(facts(kOptimizer, kOptimizer, -1, -1)).category, Category::kOutput);
 }
 
-struct EverythingColdIsFirst : Classifier {
- protected:
-  bool is_first_execution(const AllocationFacts&) const override { return true; }
-};
-
-TEST(AnalysisAttribution, FirstExecutionHookOnlyForColdWaves) {
-  EverythingColdIsFirst c;
+TEST(AnalysisAttribution, OneAllocationIsNeverFirstExecution) {
   AllocationFacts f = facts(rec(2), bwd(2));
-  EXPECT_EQ(c.classify(f).category, Category::kWorkspace);
-  f.made_in_cold_wave = true;
-  EXPECT_EQ(c.classify(f), (Attribution{Category::kFirstExecution, 2}));
-  EXPECT_EQ(default_classifier().classify(f).category, Category::kWorkspace);
+  f.made_in_cold_wave = true;  // only pairing a cold wave with a warm one decides it
+  EXPECT_EQ(classify(f), (Attribution{Category::kWorkspace, 2}));
 }
 
 TEST(AnalysisAttribution, Names) {
   EXPECT_STREQ(category_name(Category::kAdapterGradient), "adapter_gradient");
-  EXPECT_STREQ(category_name(Category::kHeadOutside), "head_outside");
+  EXPECT_STREQ(category_name(Category::kInputGradient), "input_gradient");
+  EXPECT_STREQ(category_name(Category::kForwardScratch), "forward_scratch");
+  for (int c = 0; c < kCategoryCount; ++c) EXPECT_STRNE(category_name(static_cast<Category>(c)), "");
   EXPECT_TRUE(category_is_per_layer(Category::kBoundary));
   EXPECT_FALSE(category_is_per_layer(Category::kPersistent));
 }

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "exchange/exporter.h"
-#include "tests/unit/export_test_support.h"
+#include "tests/support/export_fixture.h"
 #include "traces/reader.h"
 
 namespace psc {

@@ -18,7 +18,7 @@
 #include "estimator/liveness.h"
 #include "exchange/export_model.h"
 #include "exchange/exporter.h"
-#include "tests/unit/export_test_support.h"
+#include "tests/support/export_fixture.h"
 
 namespace psc {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "exchange/exporter.h"
-#include "tests/unit/export_test_support.h"
+#include "tests/support/export_fixture.h"
 
 namespace psc {
 namespace {

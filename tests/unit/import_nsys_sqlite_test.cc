@@ -18,7 +18,7 @@
 #include "analysis/report_json.h"
 #include "exchange/export_nsys_schema.h"
 #include "exchange/exporter.h"
-#include "tests/unit/export_test_support.h"
+#include "tests/support/export_fixture.h"
 
 namespace psc {
 namespace {

@@ -17,7 +17,7 @@
 #include "exchange/export_pickle.h"
 #include "exchange/exporter.h"
 #include "exchange/import_pickle.h"
-#include "tests/unit/export_test_support.h"
+#include "tests/support/export_fixture.h"
 
 namespace psc {
 namespace {

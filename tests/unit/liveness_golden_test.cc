@@ -128,8 +128,8 @@ TEST(LivenessGolden, TermsOfTheHandBuiltWave) {
   // Peak: E + X1 + G + W1 + gradient(1) + IG1, at IG1 in backward/layer.1.
   EXPECT_EQ(w.measured_peak_bytes, 100u + 100 + 100 + 40 + kGradient + 100);
   EXPECT_EQ(w.peak_in, (RangeName{Phase::kBackward, 1}));
-  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kBoundary)], 200u);
-  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Term::kAdapterGradient)], kGradient);
+  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Category::kBoundary)], 200u);
+  EXPECT_EQ(w.at_peak_bytes[static_cast<size_t>(Category::kAdapterGradient)], kGradient);
 
   // Both layers make their gradient while their workspace is live: all of the
   // workspace is left once the gradient exists (layer 0's W0 = 40 with its 20).
@@ -155,6 +155,33 @@ TEST(LivenessGolden, ColdWavePairsWithWarmByRangeAndOrder) {
   EXPECT_EQ(cold.measured_peak_bytes, l.waves[2].measured_peak_bytes + kWarmUp);
   // The warm-up allocation does not count as workspace.
   EXPECT_EQ(cold.workspace_bytes, 40u);
+}
+
+// The report shows the same first_execution the terms leave out: the cold
+// wave's unmatched warm-up, live at its peak, and nothing of the kind in the
+// warm waves. Without the wave-level rules its Classifier category stays.
+TEST(LivenessGolden, ReportShowsFirstExecutionAtTheColdPeak) {
+  TempTrace trace("report");
+  write_steps(trace.path, 10, 2);
+  const Analysis plain = analyze_trace(trace.path);
+  const Analysis report = analyze_report(trace.path);
+  ASSERT_EQ(report.waves.size(), plain.waves.size());
+  auto first_execution = [](const LiveBreakdown& live) {
+    return live.category_bytes[static_cast<size_t>(Category::kFirstExecution)];
+  };
+  ASSERT_EQ(report.waves.size(), 4u);  // cold t, cold 2t, then both warm
+  for (size_t i = 0; i < report.waves.size(); ++i) {
+    const bool cold = i < 2;
+    EXPECT_EQ(first_execution(plain.waves[i].peak.live), 0u) << i;
+    EXPECT_EQ(first_execution(report.waves[i].peak.live), cold ? kWarmUp : 0u) << i;
+    EXPECT_EQ(report.waves[i].peak.live.bytes, plain.waves[i].peak.live.bytes) << i;  // moved, not added
+  }
+  uint64_t groups = 0;
+  for (const LiveGroup& g : report.waves[0].peak.live.groups)
+    if (g.category == Category::kFirstExecution) groups += g.bytes;
+  EXPECT_EQ(groups, kWarmUp);
+  // The warm waves' breakdowns are exactly the plain analysis'.
+  EXPECT_EQ(report.waves[2].peak.live.category_bytes, plain.waves[2].peak.live.category_bytes);
 }
 
 TEST(LivenessGolden, ColdWavePairsDifferentSizesInTheSameRangeByOrder) {

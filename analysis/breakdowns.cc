@@ -1,15 +1,12 @@
-#include "analysis/attribution_pass.h"
+#include "analysis/breakdowns.h"
 
 #include <algorithm>
 #include <numeric>
 
 namespace psc {
 
-AttributionPass::AttributionPass(const AttributionInputs& inputs)
+SnapshotBreakdowns::SnapshotBreakdowns(const BreakdownInputs& inputs)
     : in_(inputs),
-      ranges_(*inputs.ranges),
-      scope_(ranges_),
-      replay_(this),
       timeline_(inputs.first_time_ns, inputs.last_time_ns, inputs.timeline_points),
       groups_(inputs.snapshot_ordinals.size()) {
   std::vector<size_t> order(in_.snapshot_ordinals.size());
@@ -22,57 +19,15 @@ AttributionPass::AttributionPass(const AttributionInputs& inputs)
   }
 }
 
-void AttributionPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
-  meta_ = &meta;
-  for (size_t i = 0; i < count && ordinal_ < in_.event_limit; ++i) {
-    const Event& e = events[i];
-    const uint64_t ordinal = ordinal_++;
-    if (!is_memory_event(e.kind)) {
-      scope_.on_event(e, ordinal, meta);
-      continue;
-    }
-    if (memory_level_of(e) != in_.level) continue;
-    const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-    const MemoryReplay::Effect effect = replay_.apply(e, site);
-    if (effect == MemoryReplay::Effect::kNone) continue;
-    if (effect == MemoryReplay::Effect::kAllocated && e.api == Api::kCupti) cupti_sources_[ordinal] = e.name;
-    timeline_.record(e.time_ns, replay_.live_bytes());
-  }
+void SnapshotBreakdowns::on_memory_event(const MemoryEventView& m) {
+  if (m.effect == MemoryReplay::Effect::kNone) return;
+  if (m.effect == MemoryReplay::Effect::kAllocated && m.event.api == Api::kCupti)
+    cupti_sources_[m.site.ordinal] = m.event.name;
+  timeline_.record(m.event.time_ns, m.replay.live_bytes());
 }
 
-namespace {
-
-bool outlives_next_wave(const Lifetime& l, const std::vector<WaveSpan>& waves) {
-  if (l.alloc.wave >= 0) return false;
-  if (l.end.kind == EndKind::kStillLive) return true;
-  auto next = std::upper_bound(waves.begin(), waves.end(), l.alloc.ordinal,
-                               [](uint64_t ordinal, const WaveSpan& w) { return ordinal < w.begin_ordinal; });
-  return next != waves.end() && next->ended && l.end.ordinal > next->end_ordinal;
-}
-
-}  // namespace
-
-AllocationFacts allocation_facts(const Lifetime& l, const std::vector<WaveSpan>& waves, RangeTable& ranges,
-                                 const TraceMeta& meta) {
-  AllocationFacts f;
-  f.made_in = ranges.lookup(l.alloc.range, meta);
-  f.end = l.end.kind;
-  if (l.end.kind != EndKind::kStillLive) {
-    f.ended_in = ranges.lookup(l.end.range, meta);
-    f.ended_in_wave = l.end.wave;
-  }
-  f.made_in_wave = l.alloc.wave;
-  f.outlives_next_wave = outlives_next_wave(l, waves);
-  if (l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < waves.size())
-    f.made_in_cold_wave = waves[static_cast<size_t>(l.alloc.wave)].payload.cold.value_or(false);
-  f.bytes = l.alloc.bytes;
-  f.alloc_seq = l.alloc.seq;
-  f.thread = l.alloc.thread;
-  f.memory = l.alloc.memory;
-  return f;
-}
-
-void AttributionPass::on_lifetime(const Lifetime& l) {
+void SnapshotBreakdowns::on_lifetime(LifetimeView& view) {
+  const Lifetime& l = view.lifetime;
   uint32_t source = 0;
   if (!cupti_sources_.empty()) {
     if (auto it = cupti_sources_.find(l.alloc.ordinal); it != cupti_sources_.end()) {
@@ -83,7 +38,7 @@ void AttributionPass::on_lifetime(const Lifetime& l) {
   // Most lifetimes cover no snapshot: find that out before classifying.
   auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
   if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
-  const Attribution a = in_.classifier->classify(allocation_facts(l, *in_.waves, ranges_, *meta_));
+  const Attribution& a = view.attribution();
   const GroupKey key{l.alloc.range.value, a.layer, a.category, source};
   for (auto it = lo; it != sorted_ordinals_.end() && *it < l.end.ordinal; ++it) {
     GroupTotal& total = groups_[sorted_snapshot_[static_cast<size_t>(it - sorted_ordinals_.begin())]][key];
@@ -126,7 +81,19 @@ std::vector<LayerRow> layer_rows(const std::vector<LiveGroup>& groups) {
 
 }  // namespace
 
-LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& meta) const {
+void finish_breakdown(LiveBreakdown* b) {
+  std::sort(b->groups.begin(), b->groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    if (x.range != y.range) return x.range < y.range;
+    if (x.layer != y.layer) return x.layer < y.layer;
+    if (x.category != y.category) return x.category < y.category;
+    if (x.cupti_only != y.cupti_only) return y.cupti_only;
+    return x.source < y.source;
+  });
+  b->layers = layer_rows(b->groups);
+}
+
+LiveBreakdown SnapshotBreakdowns::breakdown(const Groups& groups, const TraceMeta& meta) const {
   LiveBreakdown b;
   for (const auto& [key, total] : groups) {
     b.bytes += total.bytes;
@@ -136,21 +103,11 @@ LiveBreakdown AttributionPass::breakdown(const Groups& groups, const TraceMeta& 
                                  total.allocations, key.source != 0,
                                  key.source ? std::string(meta.string(StringId{key.source - 1})) : std::string()});
   }
-  std::sort(b.groups.begin(), b.groups.end(), [](const LiveGroup& x, const LiveGroup& y) {
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    if (x.range != y.range) return x.range < y.range;
-    if (x.layer != y.layer) return x.layer < y.layer;
-    if (x.category != y.category) return x.category < y.category;
-    if (x.cupti_only != y.cupti_only) return y.cupti_only;
-    return x.source < y.source;
-  });
-  b.layers = layer_rows(b.groups);
+  finish_breakdown(&b);
   return b;
 }
 
-void AttributionPass::on_end(const TraceMeta& meta, const ReadStatus&) {
-  meta_ = &meta;
-  replay_.finish();
+void SnapshotBreakdowns::on_finish(const TraceMeta& meta) {
   breakdowns_.clear();
   for (const Groups& g : groups_) breakdowns_.push_back(breakdown(g, meta));
 }
