@@ -1,14 +1,12 @@
 #include "estimator/calibration.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
-#include <sstream>
+
+#include "common/json_file.h"
 
 namespace psc {
 namespace {
@@ -759,12 +757,12 @@ Calibration calibration_from_json(const CalibrationJson& j) {
 }
 
 Calibration read_calibration(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CalibrationError(path + ": cannot read: " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  const Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw CalibrationError(path + ": not valid JSON");
+  Json j;
+  try {
+    j = read_json_file(path);
+  } catch (const JsonFileError& e) {
+    throw CalibrationError(e.what());
+  }
   try {
     return calibration_from_json(j);
   } catch (const CalibrationError& e) {

@@ -1,6 +1,9 @@
 #include "estimator/check.h"
 
 #include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "estimator/predict.h"
 
@@ -13,10 +16,6 @@ double error_of(Bytes priced, uint64_t measured) {
   if (measured == 0) return 0;
   return static_cast<double>(priced) / static_cast<double>(measured) - 1.0;
 }
-
-}  // namespace
-
-namespace {
 
 // A split wave whose children each train the same slots in one group: one
 // backward of their summed loss (estimator/predict.h calibrated_split).
@@ -79,7 +78,14 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   return plan;
 }
 
+double CheckRow::admitted_error_of(bool floor_only) const {
+  return error_of(priced(floor_only).required_bytes, measured_peak_bytes);
+}
+
 std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
+  if (trace.layers != c.layers)
+    throw CalibrationError(
+        fmt::format("{}: {} decoder layers, but the calibration has {}", trace.path, trace.layers, c.layers));
   std::vector<CheckRow> rows;
   for (const WaveLiveness& w : trace.waves) {
     if (w.tokens <= 0) continue;
@@ -124,6 +130,33 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+namespace {
+
+ErrorSummary summarize_errors(std::vector<double> errors, size_t under) {
+  ErrorSummary s;
+  s.waves = errors.size();
+  s.under = under;
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  const size_t n = errors.size();
+  s.median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  s.min = errors.front();
+  s.max = errors.back();
+  return s;
+}
+
+}  // namespace
+
+CheckSummary summarize_check(const std::vector<CheckRow>& rows, bool floor_only) {
+  std::vector<double> cold_errors, warm_errors;
+  size_t cold_under = 0, warm_under = 0;
+  for (const CheckRow& r : rows) {
+    (r.cold ? cold_errors : warm_errors).push_back(r.raw_error_of(floor_only));
+    if (r.under_estimate(floor_only)) ++(r.cold ? cold_under : warm_under);
+  }
+  return {summarize_errors(std::move(cold_errors), cold_under), summarize_errors(std::move(warm_errors), warm_under)};
 }
 
 }  // namespace psc

@@ -42,12 +42,37 @@ struct CheckRow {
   // pending_gradient, then with moments the moment the price names
   // ("moment"), without them workspace, input_gradient and output.
   std::vector<TermResidual> terms;
+
+  // The full price or, with floor_only, the floor-only one: what check
+  // reports and judges the wave by.
+  const pricing::Price& priced(bool floor_only) const { return floor_only ? floor_price : price; }
+  double raw_error_of(bool floor_only) const { return floor_only ? floor_raw_error : raw_error; }
+  // required / measured − 1 of that price (0 for a wave that measured nothing).
+  double admitted_error_of(bool floor_only) const;
   bool under_estimate(bool floor_only) const {
-    return static_cast<uint64_t>((floor_only ? floor_price : price).raw_bytes) < measured_peak_bytes;
+    return static_cast<uint64_t>(priced(floor_only).raw_bytes) < measured_peak_bytes;
   }
 };
 
-// Waves without a token count are skipped (nothing to price them by).
+// Waves without a token count are skipped (nothing to price them by). Throws
+// CalibrationError when the trace's decoder has another number of layers than
+// the calibration's: its waves cannot be priced by it.
 std::vector<CheckRow> check_trace(const Calibration& calibration, const Liveness& trace);
+
+// The raw errors of one kind of wave (cold or warm): how many, how many
+// priced below their measured peak, and the median, least and largest error.
+struct ErrorSummary {
+  size_t waves = 0;
+  size_t under = 0;
+  double median = 0, min = 0, max = 0;
+};
+
+struct CheckSummary {
+  ErrorSummary cold, warm;
+  size_t under_estimates() const { return cold.under + warm.under; }
+};
+
+// Of the full prices or, with floor_only, the floor-only ones.
+CheckSummary summarize_check(const std::vector<CheckRow>& rows, bool floor_only);
 
 }  // namespace psc

@@ -358,10 +358,7 @@ class HtmlWriter {
     size_t under[2] = {0, 0}, waves[2] = {0, 0};
     for (const CheckRow& r : *check_) {
       const std::string i = std::to_string(r.wave);
-      const double admitted =
-          r.measured_peak_bytes
-              ? static_cast<double>(r.price.required_bytes) / static_cast<double>(r.measured_peak_bytes) - 1
-              : 0.0;
+      const double admitted = r.admitted_error_of(false);
       const bool is_under = r.under_estimate(false);
       under[r.cold] += is_under;
       ++waves[r.cold];

@@ -8,17 +8,15 @@
 #include "tools/capi/peakscope_estimator.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <new>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/json_file.h"
 #include "estimator/calibration.h"
 #include "estimator/predict.h"
 
@@ -177,16 +175,11 @@ int guarded(char* message, size_t message_size, Body body) {
 }
 
 psc::Calibration read_calibration_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot read: " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw BadInput(path + ": cannot read: " + std::strerror(errno));
   psc::CalibrationJson json;
   try {
-    json = psc::CalibrationJson::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw BadInput(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    json = psc::read_json_file(path);
+  } catch (const psc::JsonFileError& e) {
+    throw BadInput(e.what());
   }
   try {
     return psc::calibration_from_json(json);

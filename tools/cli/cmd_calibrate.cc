@@ -1,4 +1,4 @@
-// peakscope calibrate TRACE... -o CAL.json [--safety F]
+// peakscope calibrate TRACE... -o CAL.json [--safety FACTOR]
 //
 // Fits the pricing model's liveness terms per model from traced waves
 // (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
+#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -27,32 +29,21 @@ struct CalibrateOptions {
   double safety = 1.1;
 };
 
-CalibrateOptions parse(int argc, char** argv) {
-  CalibrateOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-o" || a == "--safety") {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value\n" + kUsage);
-      const std::string v = argv[++i];
-      if (a == "-o") {
-        o.out = v;
-      } else {
-        char* end = nullptr;
-        o.safety = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
-          throw UsageError("--safety needs a factor between 1 and 64, not '" + v + "'");
-      }
-    } else if (a == "-h" || a == "--help") {
-      throw UsageError(kUsage);
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("unknown option '" + a + "'\n" + kUsage);
-    } else {
-      o.traces.push_back(a);
-    }
-  }
-  if (o.traces.empty()) throw UsageError(std::string("no trace given\n") + kUsage);
-  if (o.out.empty()) throw UsageError(std::string("no output given (-o CAL.json)\n") + kUsage);
-  return o;
+// False for -h: the usage is printed.
+[[nodiscard]] bool parse(int argc, char** argv, CalibrateOptions& o) {
+  ArgParser args(kUsage);
+  args.option({"-o"}, &o.out);
+  args.option({"--safety"}, [&](const std::string&, const std::string& value) {
+    char* end = nullptr;
+    o.safety = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
+      throw UsageError("--safety needs a factor between 1 and 64, not '" + value + "'");
+  });
+  args.positionals(&o.traces);
+  if (!args.parse(argc, argv)) return false;
+  if (o.traces.empty()) args.fail("no trace given");
+  if (o.out.empty()) args.fail("no output given (-o CAL.json)");
+  return true;
 }
 
 void print_waves(const Liveness& t) {
@@ -127,18 +118,15 @@ void print_fits(const Calibration& c) {
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
-  const CalibrateOptions o = parse(argc, argv);
+  CalibrateOptions o;
+  if (!parse(argc, argv, o)) return kExitOk;
   std::vector<Liveness> traces;
   for (const std::string& path : o.traces) {
     traces.push_back(analyze_liveness(path));
     print_waves(traces.back());
   }
-  Calibration calibration;
-  try {
-    calibration = calibrate(traces, o.safety);
-  } catch (const CalibrationError& e) {
-    throw UsageError(e.what());
-  }
+  // A CalibrationError reaches main, which prints it like any bad input.
+  const Calibration calibration = calibrate(traces, o.safety);
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();

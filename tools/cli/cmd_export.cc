@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "exchange/exporter.h"
+#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -25,38 +26,21 @@ std::string format_list() {
   return s;
 }
 
-ExportOptions parse(int argc, char** argv, const Exporter** exporter) {
-  ExportOptions o;
+// False for -h: the usage and the formats are printed.
+[[nodiscard]] bool parse(int argc, char** argv, ExportOptions& o, const Exporter** exporter) {
   std::string format;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value\n" + kUsage);
-      return argv[++i];
-    };
-    if (a == "--format" || a == "-f") {
-      format = value();
-    } else if (a == "-o" || a == "--output") {
-      o.output = value();
-    } else if (a == "--calibration") {
-      o.calibration = value();
-    } else if (a == "--nvtxt-time-base") {
-      o.nvtxt_time_base = value();
-    } else if (a == "-h" || a == "--help") {
-      throw UsageError(std::string(kUsage) + "\n" + format_list());
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("unknown option '" + a + "'\n" + kUsage);
-    } else if (o.trace.empty()) {
-      o.trace = a;
-    } else {
-      throw UsageError("one trace at a time ('" + o.trace + "' and '" + a + "')\n" + kUsage);
-    }
-  }
-  if (o.trace.empty()) throw UsageError(std::string("no trace given\n") + kUsage);
+  ArgParser args(kUsage, format_list());
+  args.option({"--format", "-f"}, &format);
+  args.option({"-o", "--output"}, &o.output);
+  args.option({"--calibration"}, &o.calibration);
+  args.option({"--nvtxt-time-base"}, &o.nvtxt_time_base);
+  args.positional(&o.trace, "trace");
+  if (!args.parse(argc, argv)) return false;
+  if (o.trace.empty()) args.fail("no trace given");
   if (format.empty()) throw UsageError(std::string("no --format given\n") + kUsage + "\n" + format_list());
   *exporter = find_exporter(format);
   if (!*exporter) throw UsageError("unknown format '" + format + "'\n" + format_list());
-  if (o.output.empty()) throw UsageError(std::string("no output given (-o OUT)\n") + kUsage);
+  if (o.output.empty()) args.fail("no output given (-o OUT)");
   if (o.output == o.trace) throw UsageError("the output would overwrite the trace '" + o.trace + "'");
   if (!o.calibration.empty() && format != "html")
     throw UsageError("--calibration applies to --format html only, not '" + format + "'");
@@ -64,14 +48,15 @@ ExportOptions parse(int argc, char** argv, const Exporter** exporter) {
     throw UsageError("--nvtxt-time-base applies to --format nvtxt only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && o.nvtxt_time_base != "ClockMonotonicRaw" && o.nvtxt_time_base != "Manual")
     throw UsageError("--nvtxt-time-base is ClockMonotonicRaw or Manual, not '" + o.nvtxt_time_base + "'");
-  return o;
+  return true;
 }
 
 }  // namespace
 
 int cmd_export(int argc, char** argv) {
   const Exporter* exporter = nullptr;
-  const ExportOptions options = parse(argc, argv, &exporter);
+  ExportOptions options;
+  if (!parse(argc, argv, options, &exporter)) return kExitOk;
   exporter->write(options);
   struct stat st {};
   const long long size = ::stat(options.output.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;

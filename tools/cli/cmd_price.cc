@@ -4,23 +4,20 @@
 // wrote it.
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <charconv>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/bytes.h"
+#include "common/json_file.h"
 #include "estimator/calibration.h"
 #include "estimator/predict_json.h"
 #include "pricing/plan.h"
 #include "pricing/price_json.h"
 #include "pricing/pricing_fingerprint.h"
 #include "pricing/report_replay.h"
+#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -28,43 +25,19 @@ namespace {
 
 using pricing::Json;
 
-Json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return Json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-}
-
-void write_json_file(const std::string& path, const Json& json) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << json.dump(2) << '\n';
-  out.flush();
-  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-}
-
-pricing::Bytes parse_budget(const char* text) {
-  pricing::Bytes value = -1;
-  const char* end = text + std::strlen(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end || value < 0 || *text == '\0') {
-    throw UsageError(fmt::format("--budget: '{}' must be a non-negative integer number of bytes", text));
-  }
-  return value;
-}
-
-std::string mib(std::int64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1 << 20)); }
+constexpr const char* kPlanUsage = "usage: peakscope price PLAN.json [--json] [--budget BYTES] [--report FILE]";
+// -h of the plan mode also points at the other one.
+constexpr const char* kPlanHelpExtra =
+    "       peakscope price --calibration CAL.json --tokens N|--budget BYTES [OPTIONS]\n"
+    "(prices from a calibration; peakscope price --calibration CAL.json -h lists its options)";
+constexpr const char* kReplayUsage = "usage: peakscope replay REPORT.json... [--allow-source-drift] [--json]";
 
 // The readable table, rendered from the same JSON that --json prints.
 void print_price_table(const Json& price, const std::string& indent) {
   const Json& c = price["components"];
   auto row = [&](const char* name, const Json& bytes, const std::string& note) {
-    fmt::print("{}{:<18}{:>16}{:>12}{}\n", indent, name, bytes.get<std::int64_t>(), mib(bytes.get<std::int64_t>()),
-               note.empty() ? "" : "  " + note);
+    fmt::print("{}{:<18}{:>16}{:>12}{}\n", indent, name, bytes.get<std::int64_t>(),
+               format_mib(bytes.get<std::int64_t>()), note.empty() ? "" : "  " + note);
   };
   fmt::print("{}{:<18}{:>16}{:>12}\n", indent, "component", "bytes", "MiB");
   row("output", c["output"], "");
@@ -91,7 +64,7 @@ void print_price_table(const Json& price, const std::string& indent) {
 void print_admission(const std::string& path, const Json& admission) {
   const std::int64_t tokens = admission["admitted_tokens"].get<std::int64_t>();
   fmt::print("{}: budget {} bytes ({} MiB), widths 1..{} tokens\n", path, admission["budget_bytes"].get<std::int64_t>(),
-             mib(admission["budget_bytes"].get<std::int64_t>()), admission["max_tokens"].get<std::int64_t>());
+             format_mib(admission["budget_bytes"].get<std::int64_t>()), admission["max_tokens"].get<std::int64_t>());
   const bool cheap = admission["decided_by"] == "cheap";
   fmt::print("admitted: {} tokens (decided by {})\n", tokens,
              cheap ? "the cheap estimate: no slot has pending gradients"
@@ -116,41 +89,6 @@ constexpr const char* kCalibratedUsage =
     "                       [--slots A,B] [--cold] [--gradients-exist] [--json]\n"
     "BYTES may end in KiB, MiB, GiB or TiB";
 
-std::int64_t parse_count(const std::string& option, const std::string& text) {
-  std::int64_t value = -1;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || value < 0 || text.empty())
-    throw UsageError(fmt::format("{}: '{}' must be a non-negative integer", option, text));
-  return value;
-}
-
-// Bytes, optionally with a binary unit: 80GiB, 64MiB, 4096.
-pricing::Bytes parse_bytes(const std::string& option, const std::string& text) {
-  static const std::pair<const char*, int> kUnits[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
-  for (const auto& [unit, shift] : kUnits) {
-    const size_t n = std::strlen(unit);
-    if (text.size() > n && text.compare(text.size() - n, n, unit) == 0) {
-      const std::int64_t value = parse_count(option, text.substr(0, text.size() - n));
-      if (value > (std::int64_t{1} << (62 - shift)))
-        throw UsageError(fmt::format("{}: '{}' is too large", option, text));
-      return value << shift;
-    }
-  }
-  return parse_count(option, text);
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 struct CalibratedOptions {
   std::string calibration;
   std::optional<std::int64_t> tokens;
@@ -161,52 +99,42 @@ struct CalibratedOptions {
   bool json = false;
 };
 
-CalibratedOptions parse_calibrated(int argc, char** argv) {
-  CalibratedOptions o;
-  auto value = [&](int& i, const std::string& option) -> std::string {
-    if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value\n{}", option, kCalibratedUsage));
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--calibration") {
-      o.calibration = value(i, a);
-    } else if (a == "--tokens") {
-      o.tokens = parse_count(a, value(i, a));
-    } else if (a == "--sequences") {
-      for (const std::string& l : split_list(value(i, a))) o.request.sequence_lengths.push_back(parse_count(a, l));
-    } else if (a == "--slots") {
-      for (const std::string& slot : split_list(value(i, a))) {
-        if (slot.empty()) throw UsageError("--slots: an empty slot name");
-        o.request.slots.push_back(slot);
-      }
-    } else if (a == "--budget") {
-      o.budget = parse_bytes(a, value(i, a));
-    } else if (a == "--max-sequence-length") {
-      o.max_sequence_length = parse_count(a, value(i, a));
-    } else if (a == "--max-tokens") {
-      o.max_tokens = parse_count(a, value(i, a));
-      if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
-        throw UsageError("--max-tokens: must be from 1 to 2^40");
-    } else if (a == "--cold") {
-      o.request.cold = true;
-    } else if (a == "--gradients-exist") {
-      o.request.gradients_exist = true;
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "-h" || a == "--help") {
-      throw UsageError(kCalibratedUsage);
-    } else {
-      throw UsageError(fmt::format("unknown argument '{}'\n{}", a, kCalibratedUsage));
+// False for -h: the usage is printed.
+[[nodiscard]] bool parse_calibrated(int argc, char** argv, CalibratedOptions& o) {
+  ArgParser args(kCalibratedUsage);
+  args.option({"--calibration"}, &o.calibration);
+  args.option({"--tokens"},
+              [&](const std::string& name, const std::string& value) { o.tokens = parse_count(name, value); });
+  args.option({"--sequences"}, [&](const std::string& name, const std::string& value) {
+    for (const std::string& length : split_list(value)) o.request.sequence_lengths.push_back(parse_count(name, length));
+  });
+  args.option({"--slots"}, [&](const std::string&, const std::string& value) {
+    for (const std::string& slot : split_list(value)) {
+      if (slot.empty()) throw UsageError("--slots: an empty slot name");
+      o.request.slots.push_back(slot);
     }
-  }
+  });
+  args.option({"--budget"},
+              [&](const std::string& name, const std::string& value) { o.budget = parse_bytes(name, value); });
+  args.option({"--max-sequence-length"}, [&](const std::string& name, const std::string& value) {
+    o.max_sequence_length = parse_count(name, value);
+  });
+  args.option({"--max-tokens"}, [&](const std::string& name, const std::string& value) {
+    o.max_tokens = parse_count(name, value);
+    if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
+      throw UsageError("--max-tokens: must be from 1 to 2^40");
+  });
+  args.flag({"--cold"}, &o.request.cold);
+  args.flag({"--gradients-exist"}, &o.request.gradients_exist);
+  args.flag({"--json"}, &o.json);
+  if (!args.parse(argc, argv)) return false;
+  if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
   if (o.tokens.has_value() == o.budget.has_value())
-    throw UsageError(
-        fmt::format("give --tokens N (a price) or --budget BYTES (the largest wave)\n{}", kCalibratedUsage));
+    args.fail("give --tokens N (a price) or --budget BYTES (the largest wave)");
   if (o.budget && !o.request.sequence_lengths.empty())
     throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
   if (o.tokens) o.request.tokens = *o.tokens;
-  return o;
+  return true;
 }
 
 void print_warnings(const Json& warnings) {
@@ -228,14 +156,10 @@ void print_prediction(const std::string& path, const Json& p) {
 }
 
 int price_from_calibration(int argc, char** argv) {
-  CalibratedOptions o = parse_calibrated(argc, argv);
-  if (o.calibration.empty()) throw UsageError(kCalibratedUsage);
-  Calibration calibration;
-  try {
-    calibration = read_calibration(o.calibration);
-  } catch (const CalibrationError& e) {
-    throw UsageError(e.what());
-  }
+  CalibratedOptions o;
+  if (!parse_calibrated(argc, argv, o)) return kExitOk;
+  // A CalibrationError names the file; main prints it like any bad input.
+  const Calibration calibration = read_calibration(o.calibration);
   try {
     if (o.tokens) {
       const Json result = prediction_to_json(calibration, o.request, predict(calibration, o.request));
@@ -254,16 +178,16 @@ int price_from_calibration(int argc, char** argv) {
       fmt::print("{}\n", result.dump(2));
       return kExitOk;
     }
-    fmt::print("{}: budget {} bytes ({} MiB), waves of 1..{} tokens{}\n", o.calibration, *o.budget, mib(*o.budget),
-               o.max_tokens,
+    fmt::print("{}: budget {} bytes ({} MiB), waves of 1..{} tokens{}\n", o.calibration, *o.budget,
+               format_mib(*o.budget), o.max_tokens,
                o.max_sequence_length > 0 ? fmt::format(" packed in sequences of at most {}", o.max_sequence_length)
                                          : std::string(" in one sequence"));
     if (admission.tokens == 0) {
       fmt::print("not even 1 token fits\n");
       return kExitOk;
     }
-    fmt::print("largest wave that fits in {} MiB: {} tokens ({} prices searched)\n", mib(*o.budget), admission.tokens,
-               admission.search_prices);
+    fmt::print("largest wave that fits in {} MiB: {} tokens ({} prices searched)\n", format_mib(*o.budget),
+               admission.tokens, admission.search_prices);
     if (admission.next_required_bytes)
       fmt::print("{} tokens would need {} bytes\n", admission.tokens + 1, *admission.next_required_bytes);
     print_price_table(result["price"], "  ");
@@ -279,46 +203,37 @@ int price_from_calibration(int argc, char** argv) {
 int cmd_price(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--calibration") return price_from_calibration(argc, argv);
-  std::optional<std::string> plan_path;
+  std::string plan_path;
   std::optional<std::string> report_path;
   std::optional<pricing::Bytes> budget;
   bool json_output = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json") {
-      json_output = true;
-    } else if (arg == "--budget" || arg == "--report") {
-      if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
-      if (arg == "--budget")
-        budget = parse_budget(argv[++i]);
-      else
-        report_path = argv[++i];
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw UsageError(fmt::format("unknown option '{}'", arg));
-    } else if (plan_path) {
-      throw UsageError(fmt::format("one plan at a time ('{}' and '{}')", *plan_path, arg));
-    } else {
-      plan_path = arg;
-    }
-  }
-  if (!plan_path)
-    throw UsageError("missing PLAN.json (usage: price PLAN.json [--json] [--budget BYTES] [--report FILE])");
+  ArgParser args(kPlanUsage, kPlanHelpExtra);
+  args.one_line_errors();
+  args.flag({"--json"}, &json_output);
+  // A plan's budget is bytes, as every figure in the plan is.
+  args.option({"--budget"}, [&](const std::string& name, const std::string& value) {
+    budget = parse_count(name, value, "number of bytes");
+  });
+  args.option({"--report"}, [&](const std::string&, const std::string& value) { report_path = value; });
+  args.positional(&plan_path, "plan");
+  if (!args.parse(argc, argv)) return kExitOk;
+  if (plan_path.empty()) args.fail(fmt::format("missing PLAN.json ({})", kPlanUsage));
 
-  const Json plan = read_json_file(*plan_path);
+  const Json plan = read_json_file(plan_path);
   Json result;
   try {
     result = pricing::evaluate_plan(plan, budget);
   } catch (const pricing::PlanError& e) {
-    throw UsageError(fmt::format("{}: {}", *plan_path, e.what()));
+    throw UsageError(fmt::format("{}: {}", plan_path, e.what()));
   }
   if (report_path) write_json_file(*report_path, pricing::make_report(plan, budget, result));
 
   if (json_output) {
     fmt::print("{}\n", result.dump(2));
   } else if (budget) {
-    print_admission(*plan_path, result);
+    print_admission(plan_path, result);
   } else {
-    fmt::print("{}: safety factor {}\n", *plan_path, plan["safety_factor"].dump());
+    fmt::print("{}: safety factor {}\n", plan_path, plan["safety_factor"].dump());
     print_price_table(result, "");
   }
   return kExitOk;
@@ -328,19 +243,13 @@ int cmd_replay(int argc, char** argv) {
   std::vector<std::string> paths;
   bool allow_drift = false;
   bool json_output = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--allow-source-drift") {
-      allow_drift = true;
-    } else if (arg == "--json") {
-      json_output = true;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw UsageError(fmt::format("unknown option '{}'", arg));
-    } else {
-      paths.push_back(arg);
-    }
-  }
-  if (paths.empty()) throw UsageError("missing REPORT.json (usage: replay REPORT.json... [--allow-source-drift])");
+  ArgParser args(kReplayUsage);
+  args.one_line_errors();
+  args.flag({"--allow-source-drift"}, &allow_drift);
+  args.flag({"--json"}, &json_output);
+  args.positionals(&paths);
+  if (!args.parse(argc, argv)) return kExitOk;
+  if (paths.empty()) args.fail(fmt::format("missing REPORT.json ({})", kReplayUsage));
 
   bool all_ok = true;
   Json rows = Json::array();

@@ -17,6 +17,7 @@
 
 #include <fmt/core.h>
 
+#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -28,53 +29,35 @@ struct RecordOptions {
   bool host = false;
   std::string host_min_bytes;
   std::string fork_policy;
-  std::vector<char*> command;
+  std::vector<std::string> command;
 };
 
-const char* kUsage =
+constexpr const char* kUsage =
     "usage: peakscope record [-o PATH] [--level allocated|reserved] [--host] "
     "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
 
-RecordOptions parse(int argc, char** argv) {
-  RecordOptions o;
-  int i = 1;
-  auto value = [&](const char* flag) -> std::string {
-    if (i + 1 >= argc) throw UsageError(std::string(flag) + " needs a value\n" + kUsage);
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-o" || a == "--output") {
-      o.output = value("-o");
-    } else if (a == "--level") {
-      o.level = value("--level");
-      if (o.level != "allocated" && o.level != "reserved")
-        throw UsageError("--level must be 'allocated' or 'reserved', not '" + o.level + "'");
-    } else if (a == "--host") {
-      o.host = true;
-    } else if (a == "--host-min-bytes") {
-      o.host_min_bytes = value("--host-min-bytes");
-      if (o.host_min_bytes.empty() || o.host_min_bytes.find_first_not_of("0123456789") != std::string::npos)
-        throw UsageError("--host-min-bytes must be a non-negative integer");
-    } else if (a == "--fork") {
-      o.fork_policy = value("--fork");
-      if (o.fork_policy != "follow" && o.fork_policy != "stop") throw UsageError("--fork must be 'follow' or 'stop'");
-    } else if (a == "-h" || a == "--help") {
-      throw UsageError(kUsage);
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("unknown option '" + a + "'\n" + kUsage);
-    } else {
-      break;  // the command starts here (the "--" is optional)
-    }
-  }
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  if (o.command.empty()) throw UsageError(std::string("no command to record\n") + kUsage);
-  o.command.push_back(nullptr);
-  return o;
+// False for -h: the usage is printed.
+[[nodiscard]] bool parse(int argc, char** argv, RecordOptions& o) {
+  ArgParser args(kUsage);
+  args.option({"-o", "--output"}, &o.output);
+  args.option({"--level"}, [&](const std::string&, const std::string& value) {
+    if (value != "allocated" && value != "reserved")
+      throw UsageError("--level must be 'allocated' or 'reserved', not '" + value + "'");
+    o.level = value;
+  });
+  args.flag({"--host"}, &o.host);
+  args.option({"--host-min-bytes"}, [&](const std::string& name, const std::string& value) {
+    parse_count(name, value);  // the recorder reads the text itself
+    o.host_min_bytes = value;
+  });
+  args.option({"--fork"}, [&](const std::string&, const std::string& value) {
+    if (value != "follow" && value != "stop") throw UsageError("--fork must be 'follow' or 'stop'");
+    o.fork_policy = value;
+  });
+  args.command(&o.command);  // the "--" is optional
+  if (!args.parse(argc, argv)) return false;
+  if (o.command.empty()) args.fail("no command to record");
+  return true;
 }
 
 std::string self_directory() {
@@ -134,7 +117,10 @@ void take_nvtx_injection(const std::string& library) {
   if (o.host) setenv("PEAKSCOPE_HOST", "1", 1);
   if (!o.host_min_bytes.empty()) setenv("PEAKSCOPE_HOST_MIN_BYTES", o.host_min_bytes.c_str(), 1);
   if (!o.fork_policy.empty()) setenv("PEAKSCOPE_FORK", o.fork_policy.c_str(), 1);
-  execvp(o.command[0], o.command.data());
+  std::vector<char*> command_argv;
+  for (const std::string& word : o.command) command_argv.push_back(const_cast<char*>(word.c_str()));
+  command_argv.push_back(nullptr);
+  execvp(command_argv[0], command_argv.data());
   fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", o.command[0], std::strerror(errno));
   _exit(127);
 }
@@ -171,7 +157,8 @@ std::vector<std::string> sibling_traces(const std::string& output, time_t since)
 }  // namespace
 
 int cmd_record(int argc, char** argv) {
-  RecordOptions o = parse(argc, argv);
+  RecordOptions o;
+  if (!parse(argc, argv, o)) return kExitOk;
   const std::string library = find_preload_library();
   const std::string output = absolute(o.output);
   const time_t started = time(nullptr);

@@ -12,6 +12,8 @@
 #include "analysis/analysis.h"
 #include "analysis/report_json.h"
 #include "analysis/report_text.h"
+#include "estimator/liveness.h"
+#include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -26,43 +28,31 @@ struct ReportOptions {
   size_t timeline_points = 100;
 };
 
-size_t count_value(const std::string& flag, const char* text) {
-  const std::string s = text;
-  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError(flag + " needs a non-negative count, not '" + s + "'\n" + kUsage);
-  return std::stoul(s);
-}
-
-ReportOptions parse(int argc, char** argv) {
-  ReportOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--top" || a == "--timeline") {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value\n" + kUsage);
-      (a == "--top" ? o.top : o.timeline_points) = count_value(a, argv[++i]);
-    } else if (a == "-h" || a == "--help") {
-      throw UsageError(kUsage);
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      throw UsageError("unknown option '" + a + "'\n" + kUsage);
-    } else if (o.trace.empty()) {
-      o.trace = a;
-    } else {
-      throw UsageError("one trace at a time ('" + o.trace + "' and '" + a + "')\n" + kUsage);
-    }
-  }
-  if (o.trace.empty()) throw UsageError(std::string("no trace given\n") + kUsage);
-  return o;
+// False for -h: the usage is printed.
+[[nodiscard]] bool parse(int argc, char** argv, ReportOptions& o) {
+  ArgParser args(kUsage);
+  args.flag({"--json"}, &o.json);
+  args.option({"--top"}, [&](const std::string& name, const std::string& value) {
+    o.top = static_cast<size_t>(parse_count(name, value));
+  });
+  args.option({"--timeline"}, [&](const std::string& name, const std::string& value) {
+    o.timeline_points = static_cast<size_t>(parse_count(name, value));
+  });
+  args.positional(&o.trace, "trace");
+  if (!args.parse(argc, argv)) return false;
+  if (o.trace.empty()) args.fail("no trace given");
+  return true;
 }
 
 }  // namespace
 
 int cmd_report(int argc, char** argv) {
-  const ReportOptions o = parse(argc, argv);
+  ReportOptions o;
+  if (!parse(argc, argv, o)) return kExitOk;
   AnalysisOptions analysis_options;
   analysis_options.timeline_points = o.timeline_points;
-  const Analysis analysis = analyze_trace(o.trace, analysis_options);
+  // The categories decided from whole waves (first_execution) included.
+  const Analysis analysis = analyze_report(o.trace, analysis_options);
 
   if (o.json) {
     // Range names come from the traced program: replace invalid UTF-8 rather

@@ -11,24 +11,36 @@ namespace {
 struct Command {
   const char* name;
   int (*run)(int, char**);
-  const char* synopsis;
+  const char* synopsis;  // one line per form of the command
 };
 
 constexpr Command kCommands[] = {
-    {"record", psc::cli::cmd_record, "record [-o PATH] [--level allocated|reserved] [--host] -- CMD ARGS..."},
-    {"report", psc::cli::cmd_report, "report TRACE [--json]"},
-    {"export", psc::cli::cmd_export, "export TRACE --format FMT -o OUT"},
-    {"import", psc::cli::cmd_import, "import FILE --from FMT -o TRACE"},
-    {"price", psc::cli::cmd_price, "price PLAN.json [--json] [--budget BYTES] [--report FILE]"},
-    {"calibrate", psc::cli::cmd_calibrate, "calibrate TRACE... -o CAL.json"},
-    {"check", psc::cli::cmd_check, "check --calibration CAL.json TRACE..."},
-    {"replay", psc::cli::cmd_replay, "replay REPORT.json... [--allow-source-drift]"},
+    {"record", psc::cli::cmd_record,
+     "record [-o PATH] [--level allocated|reserved] [--host] [--host-min-bytes N] [--fork follow|stop] -- CMD "
+     "ARGS..."},
+    {"report", psc::cli::cmd_report, "report TRACE [--json] [--top N] [--timeline N]"},
+    {"export", psc::cli::cmd_export,
+     "export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]"},
+    {"import", psc::cli::cmd_import, "import FILE --from FMT -o TRACE [--pid PID]"},
+    {"price", psc::cli::cmd_price,
+     "price PLAN.json [--json] [--budget BYTES] [--report FILE]\n"
+     "price --calibration CAL.json --tokens N|--budget BYTES [OPTIONS] (its -h lists them)"},
+    {"calibrate", psc::cli::cmd_calibrate, "calibrate TRACE... -o CAL.json [--safety FACTOR]"},
+    {"check", psc::cli::cmd_check, "check --calibration CAL.json TRACE... [--json] [--floor-only]"},
+    {"replay", psc::cli::cmd_replay, "replay REPORT.json... [--allow-source-drift] [--json]"},
 };
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: peakscope <command> [args]\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  peakscope %s\n", c.synopsis);
-  std::fprintf(out, "\nexit codes: 0 success, 1 a check failed, 2 bad usage or bad input\n");
+  for (const Command& c : kCommands) {
+    for (const char* line = c.synopsis; *line;) {
+      const size_t length = std::strcspn(line, "\n");
+      std::fprintf(out, "  peakscope %.*s\n", static_cast<int>(length), line);
+      line += length + (line[length] ? 1 : 0);
+    }
+  }
+  std::fprintf(out, "\n'peakscope <command> -h' shows a command's options\n");
+  std::fprintf(out, "exit codes: 0 success, 1 a check failed, 2 bad usage or bad input\n");
 }
 
 }  // namespace

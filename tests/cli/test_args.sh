@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Every subcommand's command line reads the same (tools/cli/args.h): -h and
+# --help print its usage on stdout and exit 0; an unknown option and an option
+# without its value exit 2 with a first stderr line that names the option.
+#
+#   tests/cli/test_args.sh            uses build/peakscope
+#   PEAKSCOPE=path/to/peakscope tests/cli/test_args.sh
+set -u
+cd "$(dirname "$0")/../.."
+PSC="${PEAKSCOPE:-build/peakscope}"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+TRACE=tests/golden/fixture.pstrace
+PLAN=tests/cli/price/design.json
+CAL=tests/cli/price/fixture.calibration.json
+status=0
+
+# run ARGS...: peakscope's stdout to $TMP/out, stderr to $TMP/err, exit code in $rc
+run() {
+  "$PSC" "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+}
+
+report() {  # report NAME OK: one line, and what peakscope said when it failed
+  if [ "$2" = 1 ]; then
+    echo "ok $1"
+  else
+    echo "not ok $1 (exit $rc)"
+    sed 's/^/    stdout: /' "$TMP/out" | head -n 5
+    sed 's/^/    stderr: /' "$TMP/err" | head -n 5
+    status=1
+  fi
+}
+
+# help CMD ARGS...: ARGS (ending in -h or --help) print "usage: peakscope CMD" on stdout, nothing on stderr
+help() {
+  local cmd=$1
+  shift
+  run "$@"
+  local ok=0
+  [ "$rc" -eq 0 ] && [ ! -s "$TMP/err" ] && head -n 1 "$TMP/out" | grep -q "^usage: peakscope $cmd" && ok=1
+  report "args: peakscope $* prints the usage of $cmd and exits 0" $ok
+}
+
+# refused LINE ARGS...: exit 2 and LINE, exactly, first on stderr
+refused() {
+  local line=$1
+  shift
+  run "$@"
+  local ok=0
+  [ "$rc" -eq 2 ] && [ "$(head -n 1 "$TMP/err")" = "$line" ] && [ ! -s "$TMP/out" ] && ok=1
+  report "args: peakscope $* exits 2 with \"$line\"" $ok
+}
+
+# The commands, as "NAME ARGS..." with ARGS enough to reach the parser.
+for cmd in record report export import price calibrate check replay; do
+  for flag in -h --help; do help "$cmd" "$cmd" "$flag"; done
+done
+# Help wins wherever it comes among the other arguments; price's other mode
+# prints its own usage.
+help report report "$TRACE" --json -h
+help export export "$TRACE" --format chrome --help
+help "price --calibration" price --calibration "$CAL" --tokens 100 -h
+help "price --calibration" price --calibration "$CAL" --help
+run price -h
+ok=0
+grep -q "^ *peakscope price --calibration" "$TMP/out" && ok=1
+report "args: peakscope price -h also names the calibration mode" $ok
+run export -h
+ok=0
+grep -q "^formats:" "$TMP/out" && ok=1
+report "args: peakscope export -h lists the formats" $ok
+
+# Unknown options: the reason, naming the option, on the first line.
+refused "peakscope record: unknown option '--no-such-option'" record --no-such-option true
+refused "peakscope report: unknown option '--no-such-option'" report "$TRACE" --no-such-option
+refused "peakscope export: unknown option '--no-such-option'" export "$TRACE" --no-such-option
+refused "peakscope import: unknown option '--no-such-option'" import "$TRACE" --no-such-option
+refused "peakscope price: unknown option '--no-such-option'" price "$PLAN" --no-such-option
+refused "peakscope price: unknown option '--no-such-option'" price --calibration "$CAL" --no-such-option
+refused "peakscope calibrate: unknown option '--no-such-option'" calibrate "$TRACE" --no-such-option
+refused "peakscope check: unknown option '--no-such-option'" check --calibration "$CAL" --no-such-option
+refused "peakscope replay: unknown option '--no-such-option'" replay "$PLAN" --no-such-option
+
+# An option as the last argument, without its value (replay has flags only).
+refused "peakscope record: -o needs a value" record -o
+refused "peakscope record: --level needs a value" record --level
+refused "peakscope report: --top needs a value" report "$TRACE" --top
+refused "peakscope export: --format needs a value" export "$TRACE" --format
+refused "peakscope import: --from needs a value" import "$TRACE" --from
+refused "peakscope price: --budget needs a value" price "$PLAN" --budget
+refused "peakscope price: --tokens needs a value" price --calibration "$CAL" --tokens
+refused "peakscope calibrate: -o needs a value" calibrate "$TRACE" -o
+refused "peakscope check: --calibration needs a value" check "$TRACE" --calibration
+
+# Positionals: one trace at a time where the command reads one; "-" and
+# anything after "--" are positionals, not options.
+refused "peakscope report: one trace at a time ('$TRACE' and 'other')" report "$TRACE" other
+refused "peakscope report: no trace given" report --json
+refused "peakscope price: one plan at a time ('$PLAN' and 'other')" price "$PLAN" other
+run report -
+ok=0
+[ "$rc" -eq 2 ] && ! grep -q "unknown option" "$TMP/err" && grep -q "^peakscope report: -" "$TMP/err" && ok=1
+report "args: peakscope report - reads a trace named -" $ok
+run report -- --json
+ok=0
+[ "$rc" -eq 2 ] && grep -q "^peakscope report: --json" "$TMP/err" && ok=1
+report "args: peakscope report -- --json reads a trace named --json" $ok
+
+# Values: counts and bytes are checked where they are read.
+refused "peakscope report: --top: 'q' must be a non-negative integer" report "$TRACE" --top q
+refused "peakscope price: --budget: '-0' must be a non-negative integer" price --calibration "$CAL" --budget -0
+refused "peakscope price: --budget: '8EiB' must be a non-negative integer" price --calibration "$CAL" --budget 8EiB
+refused "peakscope price: --budget: '99999999999TiB' is too large" price --calibration "$CAL" --budget 99999999999TiB
+
+exit $status

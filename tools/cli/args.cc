@@ -1,0 +1,130 @@
+#include "tools/cli/args.h"
+
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "tools/cli/commands.h"
+
+namespace psc::cli {
+
+ArgParser::ArgParser(std::string usage, std::string help_extra)
+    : usage_(std::move(usage)), help_extra_(std::move(help_extra)) {}
+
+void ArgParser::flag(std::vector<std::string> names, bool* set) { options_.push_back({std::move(names), set, {}}); }
+
+void ArgParser::option(std::vector<std::string> names, std::string* value) {
+  option(std::move(names), [value](const std::string&, const std::string& text) { *value = text; });
+}
+
+void ArgParser::option(std::vector<std::string> names, OptionHandler handler) {
+  options_.push_back({std::move(names), nullptr, std::move(handler)});
+}
+
+void ArgParser::positional(std::string* value, const char* noun) {
+  positional_ = value;
+  positional_noun_ = noun;
+}
+
+void ArgParser::positionals(std::vector<std::string>* values) { positionals_ = values; }
+
+void ArgParser::command(std::vector<std::string>* words) { command_ = words; }
+
+const ArgParser::Option* ArgParser::find(const std::string& name) const {
+  for (const Option& o : options_)
+    for (const std::string& n : o.names)
+      if (n == name) return &o;
+  return nullptr;
+}
+
+void ArgParser::take_positional(const std::string& word) {
+  if (positionals_) {
+    positionals_->push_back(word);
+  } else if (positional_ && !positional_seen_) {
+    *positional_ = word;
+    positional_seen_ = true;
+  } else if (positional_) {
+    fail(fmt::format("one {} at a time ('{}' and '{}')", positional_noun_, *positional_, word));
+  } else {
+    fail(fmt::format("unexpected argument '{}'", word));
+  }
+}
+
+bool ArgParser::parse(int argc, char** argv) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      fmt::print("{}\n", usage_);
+      if (!help_extra_.empty()) fmt::print("{}\n", help_extra_);
+      return false;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      if (command_) break;
+      take_positional(a);
+      continue;
+    }
+    const Option* o = find(a);
+    if (!o) fail(fmt::format("unknown option '{}'", a));
+    if (o->flag) {
+      *o->flag = true;
+      continue;
+    }
+    if (i + 1 >= argc) fail(a + " needs a value");
+    o->handler(a, argv[++i]);
+  }
+  for (; i < argc; ++i) {
+    if (command_) {
+      command_->push_back(argv[i]);
+    } else {
+      take_positional(argv[i]);
+    }
+  }
+  return true;
+}
+
+void ArgParser::fail(const std::string& why) const { throw UsageError(one_line_errors_ ? why : why + "\n" + usage_); }
+
+int64_t parse_count(const std::string& option, const std::string& text, const char* what) {
+  int64_t value = -1;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  // from_chars takes "-0"; a count has no sign at all.
+  if (text.empty() || text[0] == '-' || ec != std::errc() || ptr != end || value < 0)
+    throw UsageError(
+        fmt::format("{}: '{}' must be a non-negative integer{}{}", option, text, what ? " " : "", what ? what : ""));
+  return value;
+}
+
+int64_t parse_bytes(const std::string& option, const std::string& text) {
+  static const std::pair<const char*, int> kUnits[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  for (const auto& [unit, shift] : kUnits) {
+    const size_t n = std::strlen(unit);
+    if (text.size() > n && text.compare(text.size() - n, n, unit) == 0) {
+      const int64_t value = parse_count(option, text.substr(0, text.size() - n));
+      if (value > (int64_t{1} << (62 - shift))) throw UsageError(fmt::format("{}: '{}' is too large", option, text));
+      return value << shift;
+    }
+  }
+  return parse_count(option, text);
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace psc::cli
