@@ -13,6 +13,8 @@
 #include <string>
 
 #include "analysis/analysis.h"
+#include "estimator/liveness.h"
+#include "exchange/export_model.h"
 #include "tests/support/synthetic_trace.h"
 #include "traces/reader.h"
 
@@ -109,6 +111,36 @@ void BM_AnalysisTwoPasses(benchmark::State& state) {
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AnalysisTwoPasses)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What calibrate and check read per trace: the analysis with liveness as an
+// observer of its second read (two reads in all).
+void BM_LivenessTwoReads(benchmark::State& state) {
+  const BenchTrace& trace = bench_trace();
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const Liveness l = analyze_liveness(trace.path());
+    benchmark::DoNotOptimize(l.layers);
+    events += l.analysis.trace.status.events;
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LivenessTwoReads)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What every exporter reads before its own read: the analysis with the
+// category log and samples collected in its second read.
+void BM_ExportModelTwoReads(benchmark::State& state) {
+  const BenchTrace& trace = bench_trace();
+  uint64_t events = 0;
+  ExportModelOptions options;
+  options.sample_points = 512;
+  for (auto _ : state) {
+    const ExportModel m = build_export_model(trace.path(), options);
+    benchmark::DoNotOptimize(m.samples.size());
+    events += m.analysis.trace.status.events;
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ExportModelTwoReads)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace psc
