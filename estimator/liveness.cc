@@ -10,6 +10,7 @@
 #include "analysis/breakdowns.h"
 #include "analysis/memory_replay.h"
 #include "analysis/scope_tracker.h"
+#include "common/json_file.h"
 #include "traces/deferred.h"
 
 namespace psc {
@@ -83,16 +84,27 @@ class LivenessPass : public LifetimeObserver {
 
   void on_lifetime(LifetimeView& view) override {
     const Lifetime& l = view.lifetime;
+    const bool kept = l.alloc.wave >= 0 && static_cast<size_t>(l.alloc.wave) < keep_.size() &&
+                      keep_[static_cast<size_t>(l.alloc.wave)];
+    // Categories only: what the report needs is the kept waves' allocations
+    // and the gradients live when a cold wave begins; nothing else is
+    // classified (the terms, the layer count and the totals go unused).
+    if (!every_wave_ && !kept && !spans_a_cold_start(l)) return;
     const Attribution& a = view.attribution();
     ++category_allocations[static_cast<size_t>(a.category)];
     category_bytes[static_cast<size_t>(a.category)] += l.alloc.bytes;
     if (a.category == Category::kAdapterGradient) note_gradient(l, a.layer);
     if (l.alloc.wave < 0) return;
     if (a.layer > max_layer && a.layer <= kMaxLayer) max_layer = a.layer;
-    if (static_cast<size_t>(l.alloc.wave) >= keep_.size() || !keep_[static_cast<size_t>(l.alloc.wave)]) return;
+    if (!kept) return;
     const bool live = l.end.kind == EndKind::kStillLive;
     made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq, live ? UINT64_MAX : l.end.seq,
                         l.alloc.bytes, l.alloc.range.value, l.alloc.wave, a.layer, a.category, a.category});
+  }
+
+  bool spans_a_cold_start(const Lifetime& l) const {
+    auto next = std::upper_bound(cold_starts_.begin(), cold_starts_.end(), l.alloc.ordinal);
+    return next != cold_starts_.end() && (l.end.kind == EndKind::kStillLive || l.end.ordinal >= *next);
   }
 
   // The wave-level rules change categories in cold waves (paired with their
@@ -105,6 +117,7 @@ class LivenessPass : public LifetimeObserver {
       if (!children_of(p).empty()) keep_[i] = true;
       if (!p.cold.value_or(false)) continue;
       keep_[i] = true;
+      cold_starts_.push_back(waves_[i].begin_ordinal);
       for (size_t j = 0; j < waves_.size(); ++j) {
         if (j == i || waves_[j].payload.cold.value_or(false) || shape(waves_[j].payload) != shape(p)) continue;
         keep_[j] = true;
@@ -115,7 +128,8 @@ class LivenessPass : public LifetimeObserver {
 
   bool every_wave_;
   std::vector<WaveSpan> waves_;
-  std::vector<bool> keep_;  // per wave: keep its allocations
+  std::vector<bool> keep_;             // per wave: keep its allocations
+  std::vector<uint64_t> cold_starts_;  // categories only: where cold waves begin, in order
   std::vector<uint64_t> backward_start_;
 
  public:
@@ -378,7 +392,7 @@ void reclassify_buffered_gradients(const std::vector<Made*>& made) {
 // only the fields every wave has). A child without slots trains the wave's.
 std::vector<WaveLiveness::Child> children_of(const WavePayload& p) {
   std::vector<WaveLiveness::Child> out;
-  const nlohmann::json j = nlohmann::json::parse(p.raw, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_payload(p.raw);
   if (!j.is_object() || !j.contains("children") || !j["children"].is_array()) return out;
   for (const nlohmann::json& c : j["children"]) {
     if (!c.is_object() || !c.contains("tokens") || !c["tokens"].is_number_integer()) return {};
@@ -400,7 +414,7 @@ std::vector<WaveLiveness::Child> children_of(const WavePayload& p) {
 // A packed wave's sequence lengths (payload "sequence_lengths"): kept only
 // when every one is a positive integer and they add up to the wave's tokens.
 std::vector<int64_t> sequence_lengths_of(const WavePayload& p, int64_t tokens) {
-  const nlohmann::json j = nlohmann::json::parse(p.raw, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_payload(p.raw);
   if (!j.is_object() || !j.contains("sequence_lengths") || !j["sequence_lengths"].is_array()) return {};
   std::vector<int64_t> out;
   int64_t sum = 0;
