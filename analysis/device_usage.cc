@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/json_file.h"
 #include "traces/device_address.h"
 
 namespace psc {
@@ -36,7 +37,7 @@ bool device_index(int16_t device, size_t* index) {
 }
 
 nlohmann::json parse_object(std::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = parse_json_payload(text);
   return j.is_object() ? j : nlohmann::json::object();
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "analysis/device_usage_report.h"
+#include "common/json_file.h"
 
 namespace psc {
 namespace {
@@ -38,6 +39,8 @@ json trace_to_json(const TraceSummary& t) {
           {"good_bytes", t.status.good_bytes},
           {"file_bytes", t.status.file_bytes},
           {"chunks", t.status.chunks},
+          {"gaps", t.status.gaps},
+          {"gap_bytes", t.status.gap_bytes},
           {"clean_end", t.clean_end},
           {"format_version", t.header.version},
           {"pid", t.header.pid},
@@ -112,7 +115,7 @@ json layers_to_json(const std::vector<LayerRow>& layers) {
 
 json payload_to_json(const WavePayload& p) {
   if (!p.present) return json(nullptr);
-  json parsed = json::parse(p.raw, nullptr, false);
+  json parsed = parse_json_payload(p.raw);
   return parsed.is_discarded() ? json(p.raw) : parsed;
 }
 
@@ -146,6 +149,7 @@ json wave_to_json(const WaveReport& w) {
 const char* read_state_name(ReadStatus::State state) {
   switch (state) {
     case ReadStatus::State::kComplete: return "complete";
+    case ReadStatus::State::kGap: return "gap";
     case ReadStatus::State::kTruncated: return "truncated";
     case ReadStatus::State::kCorrupt: return "corrupt";
   }

@@ -38,9 +38,12 @@ void render_status(const Analysis& a, Out& out) {
   const TraceSummary& t = a.trace;
   const ReadStatus& s = t.status;
   out += fmt::format("trace      {}\n", t.path);
-  out += fmt::format("status     {}: {} in {} ({} of {} bytes read){}\n", read_state_name(s.state),
-                     count(s.events, "event"), count(s.chunks, "chunk"), grouped(s.good_bytes), grouped(s.file_bytes),
-                     t.clean_end ? ", closed cleanly" : ", not closed by the recorder");
+  out +=
+      fmt::format("status     {}: {} in {} ({} of {} bytes read{}){}\n", read_state_name(s.state),
+                  count(s.events, "event"), count(s.chunks, "chunk"), grouped(s.good_bytes), grouped(s.file_bytes),
+                  s.gaps ? fmt::format(", {} damaged skipped in {}", count(s.gap_bytes, "byte"), count(s.gaps, "gap"))
+                         : std::string(),
+                  t.clean_end ? ", closed cleanly" : ", not closed by the recorder");
   const size_t host_length = strnlen(t.header.hostname, sizeof t.header.hostname);
   out += fmt::format("process    pid {}", t.header.pid);
   if (t.header.rank >= 0) out += fmt::format(", rank {}", t.header.rank);
@@ -52,9 +55,17 @@ void render_status(const Analysis& a, Out& out) {
 
 void render_warnings(const Analysis& a, Out& out) {
   const TraceSummary& t = a.trace;
-  if (!t.status.complete())
-    out += fmt::format("WARNING    the trace is {} ({}); this report covers the {} events before that point\n",
-                       read_state_name(t.status.state), t.status.reason, grouped(t.status.events));
+  if (t.status.state == ReadStatus::State::kGap)
+    out += fmt::format(
+        "WARNING    the trace has damaged bytes in the middle ({}); this report covers the {} events "
+        "in the good chunks around them\n",
+        t.status.reason, grouped(t.status.events));
+  else if (!t.status.complete())
+    out += fmt::format("WARNING    the trace is {} ({}); this report covers the {} events before that point{}\n",
+                       read_state_name(t.status.state), t.status.reason, grouped(t.status.events),
+                       t.status.gaps ? fmt::format(" (after skipping {} damaged bytes earlier: {})",
+                                                   grouped(t.status.gap_bytes), t.status.gap_reason)
+                                     : std::string());
   else if (!t.clean_end)
     out +=
         "WARNING    the recorder did not close the trace (the process was killed or crashed?); "

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/json_file.h"
+
 namespace psc {
 namespace {
 
@@ -25,6 +27,10 @@ WavePayload parse_wave_payload(std::string_view text) {
   WavePayload p;
   p.present = true;
   p.raw = std::string(text);
+  if (json_nested_deeper_than(text, kMaxJsonDepth)) {
+    p.error = "payload nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+    return p;
+  }
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     p.error = "payload is not valid JSON";

@@ -1,14 +1,12 @@
 #include "common/json_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
+
+#include "common/input_file.h"
 
 namespace psc {
 namespace {
@@ -17,49 +15,44 @@ namespace {
   throw JsonFileError(fmt::format("{}: {}", path, why));
 }
 
-// O_NONBLOCK: a FIFO must not hang the open; it is refused just below.
-std::string read_regular_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(path, fmt::format("cannot read: {}", std::strerror(errno)));
-  struct stat st {};
-  std::string text;
-  std::string error;
-  if (::fstat(fd, &st) != 0) {
-    error = fmt::format("cannot read: {}", std::strerror(errno));
-  } else if (S_ISDIR(st.st_mode)) {
-    error = "cannot read: Is a directory";
-  } else if (!S_ISREG(st.st_mode)) {
-    error = "not a regular file";
-  } else if (static_cast<uint64_t>(st.st_size) > kMaxJsonFileBytes) {
-    error = fmt::format("{} bytes is larger than any JSON file this reads ({} MiB at most)", st.st_size,
-                        kMaxJsonFileBytes >> 20);
-  } else {
-    text.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        error = fmt::format("cannot read: {}", std::strerror(errno));
-        break;
-      }
-      if (n == 0) break;  // shrank while being read: parse what is there
-      done += static_cast<size_t>(n);
-    }
-    text.resize(done);
-  }
-  ::close(fd);
-  if (!error.empty()) fail(path, error);
-  return text;
-}
-
 }  // namespace
 
+bool json_nested_deeper_than(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+nlohmann::json parse_json_payload(std::string_view text) {
+  if (json_nested_deeper_than(text, kMaxJsonDepth)) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 nlohmann::ordered_json read_json_file(const std::string& path) {
-  const std::string text = read_regular_file(path);
+  std::string text;
+  std::string error;
+  if (!read_input_file(path, kMaxJsonFileBytes, "JSON file", &text, &error)) fail(path, error);
+  if (json_nested_deeper_than(text, kMaxJsonDepth))
+    fail(path, fmt::format("not valid JSON: nested deeper than {} levels", kMaxJsonDepth));
   try {
     return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double (1e400).
     fail(path, fmt::format("not valid JSON: {}", e.what()));
   }
 }

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,20 @@ class JsonFileError : public std::runtime_error {
 // or a mistaken multi-gigabyte file must not be read until memory runs out.
 constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
 
-// Reads and parses a regular file; object keys keep the file's order.
+// nlohmann's parser recurses once per level of nesting: text nested deeper
+// than this is refused before it is parsed, so no input can overflow the
+// stack. Plans, calibrations, reports and wave payloads nest a few levels.
+constexpr size_t kMaxJsonDepth = 64;
+
+// True when `text` has more than max_depth arrays and objects open at once
+// (brackets inside strings do not count). One pass, no allocation.
+bool json_nested_deeper_than(std::string_view text, size_t max_depth);
+
+// Parses a payload recorded in a trace (a wave's, a mark's): a discarded
+// value when it is not JSON or nests deeper than kMaxJsonDepth.
+nlohmann::json parse_json_payload(std::string_view text);
+
+// Reads and parses a regular file (no FIFO, device or directory); object keys keep the file's order.
 nlohmann::ordered_json read_json_file(const std::string& path);
 
 // Writes `json` indented by two, with a final newline.

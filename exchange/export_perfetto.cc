@@ -263,7 +263,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   // ---- interning --------------------------------------------------------------
 
   uint64_t trace_name_iid(StringId id) {
-    if (id.value >= trace_interned_.size()) trace_interned_.resize(id.value + 1, false);
+    if (id.value >= trace_interned_.size()) trace_interned_.resize(size_t{id.value} + 1, false);
     if (!trace_interned_[id.value]) {
       trace_interned_[id.value] = true;
       add_interned(field::kInternedEventNames, id.value, meta_->string(id));
@@ -479,7 +479,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
   void sampled_counter(const Event& e) {
     const uint64_t uuid = kKindCounter | e.name.value;
-    if (e.name.value >= counter_described_.size()) counter_described_.resize(e.name.value + 1, false);
+    if (e.name.value >= counter_described_.size()) counter_described_.resize(size_t{e.name.value} + 1, false);
     if (!counter_described_[e.name.value]) {
       counter_described_[e.name.value] = true;
       proto::Buffer track, c;

@@ -3,11 +3,33 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "common/input_file.h"
+
 namespace psc::sqlite {
+
+namespace {
+
+// SQLite calls this every kProgressStep virtual-machine instructions; a
+// non-zero answer interrupts the statement (SQLITE_INTERRUPT).
+constexpr int kProgressStep = 1000;
+
+int over_budget(void* context) {
+  uint64_t& steps_left = *static_cast<uint64_t*>(context);
+  if (steps_left == 0) return 1;
+  --steps_left;
+  return 0;
+}
+
+}  // namespace
 
 Db::Db(const std::string& path, bool read_only) : path_(path), read_only_(read_only) {
   int rc;
   if (read_only) {
+    // SQLite's own open would wait on a FIFO and read a device; only a
+    // regular file is a database to import.
+    const InputFile input(path);
+    if (!input.ok()) throw InputError(path_, input.error());
+    steps_left_ = (kWorkBase + kWorkPerByte * input.size()) / kProgressStep;
     // immutable=1: no locks, no journal, never written: the file may sit on a
     // read-only medium and nothing about it changes.
     std::string uri = "file:";
@@ -35,6 +57,9 @@ Db::Db(const std::string& path, bool read_only) : path_(path), read_only_(read_o
     throw std::runtime_error(path_ + ": " + message);
   }
   sqlite3_extended_result_codes(db_, 1);
+  // A query of a crafted file (a recursive view, a vast join) must end: the
+  // work SQLite may do grows with the file, then the read fails.
+  if (read_only) sqlite3_progress_handler(db_, kProgressStep, over_budget, &steps_left_);
 }
 
 Db::~Db() {
@@ -42,7 +67,10 @@ Db::~Db() {
 }
 
 void Db::fail(const std::string& what) const {
-  const std::string message = what + (db_ ? std::string(": ") + sqlite3_errmsg(db_) : std::string());
+  const bool interrupted = read_only_ && db_ && sqlite3_errcode(db_) == SQLITE_INTERRUPT && steps_left_ == 0;
+  const std::string message =
+      interrupted ? what + ": gave up after more work than a database of this size needs (a recursive view?)"
+                  : what + (db_ ? std::string(": ") + sqlite3_errmsg(db_) : std::string());
   if (read_only_) throw InputError(path_, message);
   throw std::runtime_error(path_ + ": " + message);
 }
@@ -57,8 +85,11 @@ void Db::exec(const std::string& sql) {
   }
 }
 
+// Reading, only tables count: what nsys writes, and a view (recursive, say)
+// could make a plain SELECT run without end.
 bool Db::has_table(const std::string& table) {
-  Statement s(*this, "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?");
+  Statement s(*this, read_only_ ? "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+                                : "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') AND name = ?");
   s.bind(1, table);
   return s.next();
 }

@@ -34,9 +34,16 @@ class Db {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
+  // Reading: the SQLite work a query may do, kWorkBase virtual-machine
+  // instructions plus kWorkPerByte per byte of the file, counted down in
+  // steps by a progress handler.
+  static constexpr uint64_t kWorkBase = uint64_t{200} << 20;
+  static constexpr uint64_t kWorkPerByte = 2000;
+
   std::string path_;
   sqlite3* db_ = nullptr;
   bool read_only_;
+  uint64_t steps_left_ = 0;
 };
 
 class Statement {

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_file.h"
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
 #include "exchange/export_output.h"
@@ -289,7 +290,7 @@ class SnapshotWriter : public BoundedVisitor {
   void mark(const Event& e) {
     const std::string_view name = meta_->string(e.name);
     if (!from_snapshot_ || name.rfind("torch.", 0) != 0) return;
-    const nlohmann::json payload = nlohmann::json::parse(meta_->string(e.payload), nullptr, false);
+    const nlohmann::json payload = parse_json_payload(meta_->string(e.payload));
     const nlohmann::json fields = payload.is_object() ? payload : nlohmann::json::object();
     auto number = [&](const char* k) -> uint64_t {
       auto it = fields.find(k);

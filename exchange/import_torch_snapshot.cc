@@ -30,8 +30,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -41,6 +39,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_file.h"
 #include "exchange/export_formats.h"
 #include "exchange/export_output.h"
 #include "exchange/export_text.h"
@@ -55,6 +54,9 @@ using pickle::Type;
 using pickle::Value;
 
 constexpr const char* kCommandPrefix = "peakscope import --from torch-snapshot";
+// The pickle is read whole and parsed into a document several times its
+// size: snapshots of real runs are megabytes to a few hundred.
+constexpr size_t kMaxSnapshotBytes = size_t{1} << 30;
 
 struct Pending {
   uint64_t time_ns = 0;
@@ -75,9 +77,10 @@ class SnapshotImport {
   explicit SnapshotImport(const ImportOptions& options) : options_(options) {}
 
   ImportSummary run() {
-    std::ifstream in(options_.input, std::ios::binary);
-    if (!in) throw InputError(options_.input, "cannot read");
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string data;
+    std::string error;
+    if (!read_input_file(options_.input, kMaxSnapshotBytes, "memory snapshot", &data, &error))
+      throw InputError(options_.input, error);
     try {
       doc_ = pickle::parse(data);
     } catch (const pickle::ParseError& e) {

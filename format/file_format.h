@@ -1,6 +1,7 @@
-// The .pstrace file format, version 2 (v2 added the name of a CUPTI allocation
-// or free, see fields_of(kind, api); a v1 file reads unchanged, and a v1
-// reader refuses v2 files by their header instead of misreading them).
+// The .pstrace file format, version 3 (v2 added the name of a CUPTI allocation
+// or free, see fields_of(kind, api); v3 added the drop reason kWriteFailed, so
+// its drops record holds one more count, see drop_reason_count(version). Older
+// readers refuse newer files by their header instead of misreading them).
 //
 //   file   := FileHeader chunk*
 //   chunk  := ChunkHeader payload[payload_bytes]
@@ -22,8 +23,8 @@
 namespace psc::format {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
-constexpr uint16_t kVersion = 2;
-constexpr uint16_t kMinReaderVersion = 2;     // oldest reader that can read what we write
+constexpr uint16_t kVersion = 3;
+constexpr uint16_t kMinReaderVersion = 3;     // oldest reader that can read what we write
 constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian
 constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -31,6 +32,13 @@ constexpr uint32_t kMaxChunkPayload = 64u << 20;
 enum HeaderFlag : uint32_t {
   kHeaderHostMode = 1u << 0,
   kHeaderReservedLevel = 1u << 1,  // default level of memory events is "reserved"
+  // Set by rewriting the header in place (it is already on disk, so this
+  // needs no new space): the image that wrote the file replaced itself with
+  // exec after closing it; the new image writes its own file.
+  kHeaderEndedByExec = 1u << 2,
+  // A write to this file failed (disk full, I/O error, file size limit);
+  // the events lost are counted as DropReason::kWriteFailed.
+  kHeaderWriteFailed = 1u << 3,
 };
 
 struct FileHeader {
@@ -89,8 +97,17 @@ enum class DropReason : uint8_t {
   kAddressTable = 3,  // host mode: the table of tracked blocks was full
   kRangeDepth = 4,    // range stack deeper than the recorder keeps
   kForkChild = 5,     // events in a forked child whose recording is stopped
+  kWriteFailed = 6,   // v3: the chunk holding them could not be written (ENOSPC, EIO, EFBIG)
 };
-constexpr int kDropReasonCount = 6;
+constexpr int kDropReasonCount = 7;
+// How many counts a drops record holds in a file of this version: a reader
+// must read that many (a v2 file has no kWriteFailed count).
+constexpr int drop_reason_count(uint16_t version) { return version >= 3 ? 7 : 6; }
+// The names reports print, indexed by DropReason.
+constexpr const char* kDropReasonNames[kDropReasonCount] = {
+    "buffer_full",    "no_thread_slot", "string_table_full", "address_table_full",
+    "range_too_deep", "fork_child",     "write_failed",
+};
 
 // Which of address/bytes/name/payload a kind carries on disk.
 enum KindField : uint8_t { kHasAddress = 1, kHasBytes = 2, kHasName = 4, kHasPayload = 8 };

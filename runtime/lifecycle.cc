@@ -1,11 +1,13 @@
 // One lifecycle: initialise once (library constructor), follow forks, flush at
-// fatal signals, close at exit (library destructor, after atexit handlers).
+// terminating signals (runtime/signals.cc), close at exit (library destructor,
+// after atexit handlers), at _exit, and before exec.
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
 #include "runtime/config.h"
 #include "runtime/recorder.h"
+#include "runtime/signals.h"
 #include "runtime/state.h"
 #include "runtime/strings.h"
 #include "runtime/sys.h"
@@ -19,12 +21,9 @@ extern uint32_t g_parent_pid;
 
 namespace {
 
-constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM};
 // The process we initialised (or were forked into). A vfork child shares our
 // memory but not our pid, and must not touch the recorder.
 pid_t g_pid = 0;
-struct sigaction g_previous[65];
-constexpr uint64_t kSignalFlushNs = 1000000000ull;
 
 void set_phase(Phase p) { g_phase.store(static_cast<uint32_t>(p), std::memory_order_release); }
 
@@ -33,46 +32,13 @@ void stamp_clocks() {
   g_start_monotonic_ns = sys::monotonic_ns();
 }
 
-// On a signal whose action would end the process: flush first, then let the
-// previous disposition act. A handler the application installed before us is
-// called instead, and decides.
-void on_fatal_signal(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& previous = g_previous[sig];
-  if (previous.sa_flags & SA_SIGINFO) {
-    if (previous.sa_sigaction) {
-      previous.sa_sigaction(sig, info, context);
-      return;
-    }
-  } else if (previous.sa_handler == SIG_IGN) {
-    return;
-  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler) {
-    previous.sa_handler(sig);
-    return;
-  }
-  writer_flush(kSignalFlushNs);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  raise(sig);  // a synchronous fault re-faults on return with the default action
-}
-
-void install_signal_handlers() {
-  for (int sig : kFatalSignals) {
-    struct sigaction action {};
-    action.sa_sigaction = on_fatal_signal;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&action.sa_mask);
-    sigaction(sig, &action, &g_previous[sig]);
-  }
-}
-
 void before_fork() { writer_before_fork(); }
 void after_fork_parent() { writer_after_fork_parent(); }
 
 void after_fork_child() {
   g_pid = getpid();
   g_parent_pid = static_cast<uint32_t>(getppid());
+  signals_set_owner(g_pid);
   writer_after_fork_child();
   reset_buffers_after_fork();
   if (g_config.fork_policy == ForkPolicy::kStop) {
@@ -96,7 +62,7 @@ __attribute__((constructor(101))) void psc_initialise() {
   }
   stamp_clocks();
   g_pid = getpid();
-  install_signal_handlers();
+  signals_install(g_pid);
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   set_phase(Phase::kRecording);
   if (!writer_start()) set_phase(Phase::kStopped);
@@ -117,6 +83,23 @@ void finalise_before_exit() {
   // ran), so a source holding events elsewhere (CUPTI) can still hand them over.
   if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::kRecording)) run_flush_hook();
   psc_finalise();
+}
+
+bool prepare_exec() {
+  if (getpid() != g_pid || g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::kRecording))
+    return false;
+  run_flush_hook();  // as on the way out through _exit: CUPTI hands over what it holds
+  // Nothing this thread does until exec returns may record: the writer's
+  // lock is held, and a full buffer would wait for it in vain.
+  t_state.internal = true;
+  if (writer_seal_for_exec()) return true;
+  t_state.internal = false;
+  return false;
+}
+
+void exec_failed() {
+  writer_unseal_after_failed_exec();
+  t_state.internal = false;
 }
 
 }  // namespace psc::rt

@@ -106,4 +106,11 @@ void run_flush_hook();
 // Blocks until everything recorded so far is in the file (bounded wait).
 void flush();
 
+// Around an exec (interpose/exec_hooks.cc). prepare_exec() writes everything
+// recorded so far and closes the trace, marked as ended by exec; the new image
+// writes a file of its own. True when it did; then, if exec returns (it
+// failed), exec_failed() reopens the trace where it was.
+bool prepare_exec();
+void exec_failed();
+
 }  // namespace psc::rt

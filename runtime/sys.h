@@ -84,6 +84,31 @@ inline void say(const char* a, const char* b = "", const char* c = "") {
   write_all(2, "\n", 1);
 }
 
+// What an errno means, without strerror (which may translate, and so allocate).
+inline const char* errno_text(int err) {
+  switch (err) {
+    case ENOSPC: return "No space left on device";
+    case EDQUOT: return "Disk quota exceeded";
+    case EFBIG: return "File too large";
+    case EIO: return "Input/output error";
+    case EACCES: return "Permission denied";
+    case EPERM: return "Operation not permitted";
+    case ENOENT: return "No such file or directory";
+    case ENOTDIR: return "Not a directory";
+    case EISDIR: return "Is a directory";
+    case EROFS: return "Read-only file system";
+    case EEXIST: return "File exists";
+    case ELOOP: return "Too many levels of symbolic links";
+    case ENAMETOOLONG: return "File name too long";
+    case EMFILE: return "Too many open files";
+    case ENFILE: return "Too many open files in system";
+    case EBADF: return "Bad file descriptor";
+    case EPIPE: return "Broken pipe";
+    case 0: return "short write";
+    default: return "error";
+  }
+}
+
 // Minimal number formatting for messages and file names (no snprintf: it may allocate).
 inline char* format_uint(char* out, uint64_t v) {
   char tmp[24];
@@ -95,6 +120,27 @@ inline char* format_uint(char* out, uint64_t v) {
   while (n) *out++ = tmp[--n];
   *out = 0;
   return out;
+}
+
+// "peakscope: <what> <path>: <errno text> (errno N)<tail>" on stderr, one write.
+inline void say_errno(const char* what, const char* path, int err, const char* tail) {
+  static char line[4600];
+  char* o = line;
+  char* const end = line + sizeof line - 40;
+  auto put = [&](const char* s) {
+    while (*s && o < end) *o++ = *s++;
+  };
+  put("peakscope: ");
+  put(what);
+  put(path);
+  put(": ");
+  put(errno_text(err));
+  put(" (errno ");
+  o = format_uint(o, static_cast<uint64_t>(err));
+  put(")");
+  put(tail);
+  *o++ = '\n';
+  write_all(2, line, static_cast<size_t>(o - line));
 }
 
 }  // namespace psc::sys

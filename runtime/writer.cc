@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
@@ -35,6 +36,12 @@ namespace {
 constexpr size_t kChunkBytes = 1u << 20;
 constexpr uint32_t kStagingEvents = 1u << 20;  // per staging area (drained, held)
 constexpr uint32_t kMaxStringIds = 1u << 15;
+// Under RLIMIT_FSIZE, chunks of events leave this much below the limit, so
+// the closing chunk (drop counts and END, well under 100 bytes) still fits.
+constexpr uint64_t kClosingReserve = 256;
+// A trace is never overwritten: a taken name moves on to <stem>.e1.pstrace,
+// .e2, ... (exec'd images of the same process, stale or planted files).
+constexpr uint32_t kMaxNameTries = 1000;
 
 struct Run {
   const Event* next;
@@ -43,6 +50,17 @@ struct Run {
 
 int g_fd = -1;
 bool g_open_failed = false;
+char g_path[4200];                 // the file's name, for messages
+format::FileHeader g_header{};     // as on disk (flags change after the fact)
+uint64_t g_file_bytes = 0;         // header and whole chunks written: where the next chunk goes
+bool g_header_pending = false;     // the header is not on disk yet (its write failed)
+bool g_write_failing = false;      // in an episode of failed writes (said once on stderr)
+uint64_t g_last_failure_ns = 0;    // an episode ends after a second of writes that work
+bool g_metadata_lost = false;      // a lost chunk held strings, thread names or counts
+uint64_t g_chunk_events = 0;       // events in the chunk being built
+uint64_t g_bytes_before_seal = 0;  // the file before the closing chunk written for an exec
+char g_command[4096];
+size_t g_command_length = 0;
 pthread_t g_thread;
 std::atomic<bool> g_running{false};
 std::atomic<bool> g_stop{false};
@@ -113,19 +131,109 @@ void read_command_line(char* out, size_t size, size_t* length) {
   *length = static_cast<size_t>(n);
 }
 
+int create_exclusive(const char* path) {
+  // O_EXCL: never truncate an existing file, never follow a symlink planted
+  // at the name (O_NOFOLLOW says so twice); 0600: a trace shows the command line.
+  return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+// Creates the file at trace_path(), or at the first free <stem>.e<N>.pstrace
+// when that name is taken. Returns the descriptor (path holds the name), or
+// -1 with errno set.
+int create_trace_file(char* path, size_t size) {
+  trace_path(path, size);
+  int fd = create_exclusive(path);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  static char stem[4200];
+  strncpy(stem, path, sizeof stem - 1);
+  stem[sizeof stem - 1] = 0;
+  const size_t n = strlen(stem);
+  const char* ext = ".pstrace";
+  if (n >= strlen(ext) && strcmp(stem + n - strlen(ext), ext) == 0) stem[n - strlen(ext)] = 0;
+  for (uint32_t generation = 1; generation <= kMaxNameTries; ++generation) {
+    char* o = append(path, stem);
+    o = append(o, ".e");
+    o = sys::format_uint(o, generation);
+    append(o, ext);
+    fd = create_exclusive(path);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+// Writes at an offset; returns 0 or the errno. Never writes past
+// RLIMIT_FSIZE: the kernel would answer with SIGXFSZ, whose default action
+// ends the application because of the recorder.
+int write_at(const void* data, size_t n, uint64_t offset, uint64_t reserve) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && offset + n + reserve > limit.rlim_cur)
+    return EFBIG;
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = pwrite(g_fd, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
+    if (w == 0) return ENOSPC;
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return 0;
+}
+
+// The header is rewritten in place when its flags change: those bytes are
+// already on disk, so this works on a full disk too.
+int write_header() {
+  g_header.header_crc = crc32c(&g_header, offsetof(format::FileHeader, header_crc));
+  const int err = write_at(&g_header, sizeof g_header, 0, 0);
+  if (err == 0 && g_header_pending) {
+    g_header_pending = false;
+    g_file_bytes = sizeof g_header;
+  }
+  return err;
+}
+
+void set_header_flag(uint32_t flag, bool on) {
+  const uint32_t flags = on ? (g_header.flags | flag) : (g_header.flags & ~flag);
+  if (flags == g_header.flags) return;
+  g_header.flags = flags;
+  if (!g_header_pending) write_header();
+}
+
+// A write failed: the chunk's events are lost and counted, the file is cut
+// back to its last whole chunk (a torn chunk would end it for every reader,
+// and on a full disk this frees the space the torn part took), and what the
+// lost chunk said once for the whole file is said again in the next one.
+void chunk_lost(int err) {
+  if (ftruncate(g_fd, static_cast<off_t>(g_file_bytes)) != 0) {
+    // Nothing better to do: the reader stops at the torn chunk and says so.
+  }
+  count_drop(format::DropReason::kWriteFailed, g_chunk_events);
+  g_events_written -= g_chunk_events;
+  g_metadata_lost = true;
+  set_header_flag(format::kHeaderWriteFailed, true);
+  g_last_failure_ns = sys::monotonic_ns();
+  if (!g_write_failing) {
+    g_write_failing = true;
+    if (!g_config.quiet)
+      sys::say_errno("cannot write trace file ", g_path, err,
+                     "; events are lost until a write succeeds, counted as write_failed drops");
+  }
+}
+
 bool open_file() {
   if (g_fd >= 0) return true;
   if (g_open_failed) return false;
-  static char path[4200];
-  trace_path(path, sizeof path);
-  g_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  g_fd = create_trace_file(g_path, sizeof g_path);
   if (g_fd < 0) {
+    const int err = errno;
     g_open_failed = true;
-    if (!g_config.quiet) sys::say("cannot create trace file ", path, "; recording stopped");
+    if (!g_config.quiet) sys::say_errno("cannot create trace file ", g_path, err, "; recording stopped");
     g_phase.store(static_cast<uint32_t>(Phase::kStopped), std::memory_order_release);
     return false;
   }
-  format::FileHeader h{};
+  format::FileHeader& h = g_header;
+  h = format::FileHeader{};
   memcpy(h.magic, format::kMagic, sizeof h.magic);
   h.version = format::kVersion;
   h.min_reader_version = format::kMinReaderVersion;
@@ -139,21 +247,35 @@ bool open_file() {
   h.monotonic_ns = g_start_monotonic_ns;
   h.parent_pid = g_parent_pid;
   gethostname(h.hostname, sizeof h.hostname - 1);
-  h.header_crc = crc32c(&h, offsetof(format::FileHeader, header_crc));
-  sys::write_all(g_fd, &h, sizeof h);
-  static char command[4096];
-  size_t length = 0;
-  read_command_line(command, sizeof command, &length);
-  if (length) g_encoder.add_command(command, length);
+  g_file_bytes = 0;
+  g_header_pending = true;
+  if (const int err = write_header()) {
+    g_header.flags |= format::kHeaderWriteFailed;  // written with the header, when it is
+    if (!g_write_failing && !g_config.quiet) sys::say_errno("cannot write trace file ", g_path, err, "");
+    g_write_failing = true;
+  }
+  read_command_line(g_command, sizeof g_command, &g_command_length);
+  if (g_command_length) g_encoder.add_command(g_command, g_command_length);
   return true;
 }
 
-void write_chunk() {
+// last: the closing chunk, which may use the room kept below a size limit.
+void write_chunk(bool last = false) {
   if (g_encoder.record_count() == 0) return;
   if (open_file()) {
     const size_t n = g_encoder.finish();
-    sys::write_all(g_fd, g_chunk, n);
+    int err = g_header_pending ? write_header() : 0;
+    if (err == 0) err = write_at(g_chunk, n, g_file_bytes, last ? 0 : kClosingReserve);
+    if (err == 0) {
+      g_file_bytes += n;
+      // Under a size limit small chunks may still fit between lost big ones:
+      // that is one episode, not one per chunk.
+      if (g_write_failing && sys::monotonic_ns() - g_last_failure_ns > 1000000000ull) g_write_failing = false;
+    } else {
+      chunk_lost(err);
+    }
   }
+  g_chunk_events = 0;
   g_encoder.begin();
 }
 
@@ -211,6 +333,20 @@ void emit_counts(bool force) {
   if (g_late) add_record([&] { return g_encoder.add_counts(format::kMetaLate, &g_late, 1); });
 }
 
+// After a lost chunk: strings, thread names, the command line and the drop
+// counts it carried are written again (the reader keeps the last of each).
+void resend_lost_metadata() {
+  if (!g_metadata_lost) return;
+  g_metadata_lost = false;
+  memset(g_string_emitted, 0, kMaxStringIds + 2);
+  g_strings_low = 0;
+  const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i)
+    if (ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE)) b->announced = false;
+  if (g_command_length) add_record([&] { return g_encoder.add_command(g_command, g_command_length); });
+  memset(g_drops_written, 0, sizeof g_drops_written);
+}
+
 // ---- one cycle -----------------------------------------------------------------
 
 bool thread_alive(int32_t tid) { return tid <= 0 || syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH; }
@@ -257,6 +393,7 @@ uint64_t cycle(bool force) {
   const uint64_t global_seq = g_seq.load(std::memory_order_seq_cst);
   uint64_t watermark = UINT64_MAX;
   uint32_t drained = 0, runs = 0;
+  resend_lost_metadata();
   const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
     ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE);
@@ -282,6 +419,7 @@ uint64_t cycle(bool force) {
       g_last_seq = std::max(g_last_seq, e.seq);
       add_record([&] { return g_encoder.add_event(e); });
       ++g_events_written;
+      ++g_chunk_events;
     } else {
       g_spare[kept++] = e;
     }
@@ -384,6 +522,16 @@ bool spawn_thread() {
   return ok;
 }
 
+bool is_primary() { return g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid; }
+
+// The drop counts and the END record, in a chunk of their own.
+void write_closing_chunk() {
+  resend_lost_metadata();
+  emit_counts(true);
+  add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
+  write_chunk(/*last=*/true);
+}
+
 }  // namespace
 
 bool on_writer_thread() { return g_running.load(std::memory_order_relaxed) && pthread_equal(pthread_self(), g_thread); }
@@ -395,7 +543,7 @@ bool writer_start() {
     return false;
   }
   // The primary process always leaves a trace, even an empty one.
-  if (g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid && !open_file()) return false;
+  if (is_primary() && !open_file()) return false;
   return spawn_thread();
 }
 
@@ -429,13 +577,31 @@ void writer_stop() {
   if (!g_chunk) return;
   pthread_mutex_lock(&g_mutex);
   forced_cycle();
-  if (g_fd >= 0 || (g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid)) {
-    emit_counts(true);
-    add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
-    write_chunk();
-  }
+  if (g_fd >= 0 || is_primary()) write_closing_chunk();
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  pthread_mutex_unlock(&g_mutex);
+}
+
+bool writer_seal_for_exec() {
+  if (!g_running.load(std::memory_order_acquire) || on_writer_thread()) return false;
+  pthread_mutex_lock(&g_mutex);
+  flush_cycle();
+  if (g_fd >= 0) {
+    g_bytes_before_seal = g_file_bytes;
+    write_closing_chunk();
+    set_header_flag(format::kHeaderEndedByExec, true);
+  }
+  return true;  // g_mutex stays held: nothing more goes into this file
+}
+
+void writer_unseal_after_failed_exec() {
+  if (g_fd >= 0 && (g_header.flags & format::kHeaderEndedByExec)) {
+    // The process goes on: take the closing chunk back and keep appending.
+    if (ftruncate(g_fd, static_cast<off_t>(g_bytes_before_seal)) == 0) g_file_bytes = g_bytes_before_seal;
+    set_header_flag(format::kHeaderEndedByExec, false);
+    memset(g_drops_written, 0, sizeof g_drops_written);  // the counts went with that chunk
+  }
   pthread_mutex_unlock(&g_mutex);
 }
 
@@ -448,6 +614,12 @@ void writer_after_fork_child() {
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_open_failed = false;
+  g_file_bytes = 0;
+  g_header_pending = false;
+  g_write_failing = false;
+  g_metadata_lost = false;
+  g_chunk_events = 0;
+  g_command_length = 0;
   g_running.store(false, std::memory_order_relaxed);
   g_held_count = 0;
   g_strings_low = 0;

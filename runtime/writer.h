@@ -21,6 +21,13 @@ void writer_stop();
 void writer_before_fork();
 void writer_after_fork_parent();
 void writer_after_fork_child();
+// Before exec (the new image never runs our exit path): writes everything
+// recorded so far, then the drop counts and END record, and marks the header
+// kHeaderEndedByExec. Returns true with the writer's lock held, so nothing
+// else is written by this image; then, if exec returns, the caller must call
+// writer_unseal_after_failed_exec(), which takes the closing chunk back.
+bool writer_seal_for_exec();
+void writer_unseal_after_failed_exec();
 // Starts a fresh writer thread in a fork child that keeps recording.
 bool writer_restart_in_child();
 // True on the writer thread.

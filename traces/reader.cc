@@ -1,11 +1,11 @@
 #include "traces/reader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
+#include "common/input_file.h"
 #include "format/chunk_codec.h"
 #include "format/crc32c.h"
 
@@ -15,48 +15,37 @@ namespace {
 using format::ChunkHeader;
 using format::FileHeader;
 
-// Caps that keep a hostile file from making the reader allocate without bound.
-constexpr uint64_t kMaxStringIdAhead = 1u << 20;
-constexpr uint64_t kMaxThreadIndex = 1u << 20;
+// Caps that keep a hostile file from making the reader allocate, or work,
+// beyond what its size warrants.
+//
+// String ids are dense from 1 and every string record takes at least 3 bytes,
+// so no honest id exceeds the bytes read so far; the slack covers ids whose
+// record was lost (a gap, a dropped string). The absolute cap bounds a huge file.
+constexpr uint64_t kMaxStringId = 1u << 24;
+constexpr uint64_t kStringIdSlack = 4096;
+// The offline writer's limit (TraceWriter::kMaxThreads) and above the
+// recorder's (1024): thread indices index per-thread state.
+constexpr uint64_t kMaxThreadIndex = (1u << 16) - 1;
+// Forged chunk headers (valid header CRC, bad payload) make each resync probe
+// read a payload; past this many bytes per byte of file, the reader stops
+// looking for the next chunk.
+constexpr uint64_t kResyncBudgetPerByte = 4;
 
 std::string at(uint64_t offset) { return " at byte " + std::to_string(offset); }
-
-class File {
- public:
-  explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  bool ok() const { return fd_ >= 0; }
-  uint64_t size() const {
-    off_t end = ::lseek(fd_, 0, SEEK_END);
-    return end < 0 ? 0 : static_cast<uint64_t>(end);
-  }
-  // Reads exactly n bytes at offset; returns how many were read.
-  size_t read_at(uint64_t offset, void* out, size_t n) const {
-    size_t done = 0;
-    while (done < n) {
-      ssize_t r = ::pread(fd_, static_cast<char*>(out) + done, n - done, static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      done += static_cast<size_t>(r);
-    }
-    return done;
-  }
-
- private:
-  int fd_;
-};
 
 // Decodes one CRC-checked chunk payload. Returns an empty string on success,
 // else the reason (the caller adds the offset).
 class ChunkDecoder {
  public:
-  std::string decode(const uint8_t* p, const uint8_t* end, TraceMeta& meta, std::vector<Event>& out) {
+  // string_id_limit: the largest string id this chunk may define or name.
+  std::string decode(const uint8_t* p, const uint8_t* end, uint64_t string_id_limit, TraceMeta& meta,
+                     std::vector<Event>& out) {
     state_ = format::ChunkCodecState{};
-    for (auto& t : threads_) t = format::ThreadCodecState{};
+    // Only the threads the last chunk used: cost per chunk follows its records.
+    for (uint32_t t : touched_) threads_[t] = format::ThreadCodecState{};
+    touched_.clear();
+    string_id_limit_ = string_id_limit;
+    error_.clear();
     while (p < end) {
       const uint8_t tag = *p++;
       const uint8_t kind = tag & 0x0f;
@@ -103,9 +92,15 @@ class ChunkDecoder {
     if (e.thread == UINT32_MAX) return fail("event before any thread was named");
     if (e.thread >= threads_.size()) threads_.resize(e.thread + 1);
     format::ThreadCodecState& t = threads_[e.thread];
+    // A thread's first event in a chunk sets its context (or the chunk fails),
+    // so each thread is listed once.
+    if (!t.seen) touched_.push_back(e.thread);
     if (tag & format::kFieldContext) {
       p = varint(p, end, &v);
-      t.device = static_cast<int16_t>(format::unzigzag(v));
+      // -1 is the host; every consumer indexes devices from there.
+      const int64_t device = format::unzigzag(v);
+      if (p && (device < -1 || device > INT16_MAX)) return fail("device " + std::to_string(device) + " out of range");
+      t.device = static_cast<int16_t>(device);
       p = varint(p, end, &t.stream);
       if (!p || end - p < 3) return fail("truncated event context");
       t.memory = *p++;
@@ -128,10 +123,12 @@ class ChunkDecoder {
     if (fields & format::kHasBytes) p = varint(p, end, &e.bytes);
     if (fields & format::kHasName) {
       p = varint(p, end, &v);
+      if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
       e.name.value = static_cast<uint32_t>(v);
     }
     if (fields & format::kHasPayload) {
       p = varint(p, end, &v);
+      if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
       e.payload.value = static_cast<uint32_t>(v);
     }
     if (!p) return nullptr;
@@ -163,8 +160,7 @@ class ChunkDecoder {
       case format::kMetaString: {
         p = varint(p, end, &v);
         if (!p) return nullptr;
-        if (v == 0 || v > meta.strings.size() + kMaxStringIdAhead)
-          return fail("string id " + std::to_string(v) + " out of range");
+        if (v == 0 || v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
         if (v >= meta.strings.size()) meta.strings.resize(v + 1);
         return decode_blob(p, end, &meta.strings[v]);
       }
@@ -179,7 +175,9 @@ class ChunkDecoder {
         return decode_blob(p, end, &meta.threads[v].name);
       }
       case format::kMetaDrops:
-        for (auto& count : meta.drops) p = varint(p, end, &count);
+        // As many counts as the file's version has reasons (v2: no write_failed).
+        for (int i = 0; i < format::drop_reason_count(meta.header.version); ++i)
+          p = varint(p, end, &meta.drops[static_cast<size_t>(i)]);
         return p;
       case format::kMetaLate: return varint(p, end, &meta.late_events);
       case format::kMetaEnd: meta.clean_end = true; return varint(p, end, &v);
@@ -190,10 +188,12 @@ class ChunkDecoder {
 
   format::ChunkCodecState state_;
   std::vector<format::ThreadCodecState> threads_;
+  std::vector<uint32_t> touched_;  // threads with state in this chunk
+  uint64_t string_id_limit_ = 0;
   std::string error_;
 };
 
-FileHeader read_header(const File& file, const std::string& path) {
+FileHeader read_header(const InputFile& file, const std::string& path) {
   FileHeader h{};
   size_t got = file.read_at(0, &h, sizeof h);
   if (got < sizeof h.magic || std::memcmp(h.magic, format::kMagic, sizeof h.magic) != 0)
@@ -212,6 +212,162 @@ FileHeader read_header(const File& file, const std::string& path) {
   return h;
 }
 
+// One chunk at an offset: its header and payload, checked. Failures say
+// whether the file merely ends (truncated) or the bytes are wrong (corrupt).
+struct Probe {
+  enum class Result { kGood, kTruncated, kCorrupt };
+  Result result = Result::kGood;
+  std::string reason;
+  ChunkHeader header{};
+};
+
+class ChunkFile {
+ public:
+  ChunkFile(const InputFile& file, uint64_t file_bytes) : file_(file), file_bytes_(file_bytes) {}
+
+  // Reads the chunk at offset into payload().
+  Probe probe(uint64_t offset) {
+    Probe p;
+    ChunkHeader& h = p.header;
+    auto bad = [&](Probe::Result result, std::string reason) {
+      p.result = result;
+      p.reason = std::move(reason);
+      return p;
+    };
+    if (file_.read_at(offset, &h, sizeof h) < sizeof h)
+      return bad(Probe::Result::kTruncated, "file ends inside a chunk header");
+    if (h.magic != format::kChunkMagic || crc32c(&h, offsetof(ChunkHeader, header_crc)) != h.header_crc)
+      return bad(Probe::Result::kCorrupt, "bad chunk header");
+    if (h.payload_bytes > format::kMaxChunkPayload)
+      return bad(Probe::Result::kCorrupt, "chunk payload size " + std::to_string(h.payload_bytes) + " too large");
+    if (offset + sizeof h + h.payload_bytes > file_bytes_)
+      return bad(Probe::Result::kTruncated, "file ends inside a chunk");
+    payload_.resize(h.payload_bytes);
+    if (file_.read_at(offset + sizeof h, payload_.data(), h.payload_bytes) < h.payload_bytes)
+      return bad(Probe::Result::kTruncated, "file ends inside a chunk");
+    if (crc32c(payload_.data(), payload_.size()) != h.payload_crc)
+      return bad(Probe::Result::kCorrupt, "chunk payload checksum mismatch");
+    return p;
+  }
+
+  // The offset of the next whole, checksum-valid chunk after `from`, or
+  // file_bytes when there is none: how the reader steps over a gap (a write
+  // that failed mid-run, then later chunks written fine). Reads the file
+  // once in blocks; only candidates whose header checksum holds cost a
+  // payload read, and those are capped by the budget.
+  uint64_t next_chunk(uint64_t from) {
+    std::vector<uint8_t> block(size_t{1} << 16);
+    const uint8_t magic[4] = {static_cast<uint8_t>(format::kChunkMagic), static_cast<uint8_t>(format::kChunkMagic >> 8),
+                              static_cast<uint8_t>(format::kChunkMagic >> 16),
+                              static_cast<uint8_t>(format::kChunkMagic >> 24)};
+    for (uint64_t base = from; base + sizeof(ChunkHeader) <= file_bytes_;) {
+      const size_t got = file_.read_at(base, block.data(), block.size());
+      if (got < sizeof magic) break;
+      for (size_t i = 0; i + sizeof magic <= got; ++i) {
+        if (std::memcmp(block.data() + i, magic, sizeof magic) != 0) continue;
+        const uint64_t candidate = base + i;
+        ChunkHeader h{};
+        if (file_.read_at(candidate, &h, sizeof h) < sizeof h) return file_bytes_;
+        if (crc32c(&h, offsetof(ChunkHeader, header_crc)) != h.header_crc) continue;
+        // Sizes the probe refuses unread cost nothing; a payload it reads does.
+        if (h.payload_bytes > format::kMaxChunkPayload || candidate + sizeof h + h.payload_bytes > file_bytes_)
+          continue;
+        if (resync_budget_ < h.payload_bytes) return file_bytes_;
+        resync_budget_ -= h.payload_bytes;
+        if (probe(candidate).result == Probe::Result::kGood) return candidate;
+      }
+      base += got - (sizeof magic - 1);  // a magic across the block boundary is seen next time
+    }
+    return file_bytes_;
+  }
+
+  std::vector<uint8_t>& payload() { return payload_; }
+
+ private:
+  const InputFile& file_;
+  uint64_t file_bytes_;
+  uint64_t resync_budget_ = kResyncBudgetPerByte * file_bytes_ + format::kMaxChunkPayload;
+  std::vector<uint8_t> payload_;
+};
+
+// The read itself; *offset follows it so that a failure to allocate can be
+// reported where it happened.
+ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t* offset_out) {
+  uint64_t& offset = *offset_out;
+  InputFile file(path);
+  if (!file.ok()) throw TraceError(path, 0, file.error());
+  ReadStatus status;
+  status.file_bytes = file.size();
+  TraceMeta meta;
+  meta.path = path;
+  meta.header = read_header(file, path);
+  visitor.on_begin(meta);
+
+  offset = meta.header.header_bytes;
+  ChunkFile chunks(file, status.file_bytes);
+  std::vector<Event> events;
+  ChunkDecoder decoder;
+  // Damage seen and not yet followed by a good chunk: at the end of the file
+  // it is the tail's (truncated or corrupt); followed by a good chunk, a gap.
+  ReadStatus::State damage = ReadStatus::State::kComplete;
+  std::string damage_reason;
+  uint64_t damage_offset = 0;
+  auto damaged = [&](ReadStatus::State state, const std::string& why, uint64_t next) {
+    if (damage == ReadStatus::State::kComplete) {
+      damage = state;
+      damage_reason = why + at(offset);
+      damage_offset = offset;
+    }
+    offset = next;
+  };
+  while (offset < status.file_bytes) {
+    const Probe probe = chunks.probe(offset);
+    if (probe.result != Probe::Result::kGood) {
+      const ReadStatus::State state =
+          probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
+      damaged(state, probe.reason, chunks.next_chunk(offset + 1));
+      continue;
+    }
+    const ChunkHeader& h = probe.header;
+    const uint64_t chunk_end = offset + sizeof h + h.payload_bytes;
+    std::vector<uint8_t>& payload = chunks.payload();
+    events.clear();
+    // Every record could be an event (at least 2 bytes each): one reservation,
+    // no growth while decoding, and a forged count cannot inflate it.
+    events.reserve(std::min<size_t>(h.record_count, h.payload_bytes / 2));
+    const uint64_t string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
+    const std::string error =
+        decoder.decode(payload.data(), payload.data() + payload.size(), string_id_limit, meta, events);
+    if (!error.empty()) {
+      // Its checksum holds, so its length does: the next chunk starts after it.
+      damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + error + ")", chunk_end);
+      continue;
+    }
+    if (damage != ReadStatus::State::kComplete) {
+      ++status.gaps;
+      status.gap_bytes += offset - damage_offset;
+      if (status.gap_reason.empty()) status.gap_reason = damage_reason;
+      damage = ReadStatus::State::kComplete;
+    }
+    if (!events.empty()) visitor.on_events(events.data(), events.size(), meta);
+    offset = chunk_end;
+    status.good_bytes = offset;
+    ++status.chunks;
+    status.events += events.size();
+  }
+  if (damage != ReadStatus::State::kComplete) {
+    status.state = damage;
+    status.reason = damage_reason;
+  } else if (status.gaps > 0) {
+    status.state = ReadStatus::State::kGap;
+    status.reason = status.gap_reason + ": skipped " + std::to_string(status.gap_bytes) + " bytes in " +
+                    std::to_string(status.gaps) + (status.gaps == 1 ? " gap" : " gaps") + " and read the chunks after";
+  }
+  if (status.chunks == 0) status.good_bytes = std::min<uint64_t>(status.file_bytes, meta.header.header_bytes);
+  visitor.on_end(meta, status);
+  return status;
+}
+
 }  // namespace
 
 TraceError::TraceError(std::string path, uint64_t offset, const std::string& reason)
@@ -223,65 +379,18 @@ uint64_t TraceMeta::dropped_total() const {
   return total;
 }
 
+// The caps above bound what a file can make the reader allocate; an
+// allocation that still fails (here or in a visitor) is reported like any
+// other unreadable file, with the path and where the read was.
 ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
-  File file(path);
-  if (!file.ok()) throw TraceError(path, 0, std::string("cannot open: ") + std::strerror(errno));
-  ReadStatus status;
-  status.file_bytes = file.size();
-  TraceMeta meta;
-  meta.path = path;
-  meta.header = read_header(file, path);
-  visitor.on_begin(meta);
-
-  uint64_t offset = meta.header.header_bytes;
-  std::vector<uint8_t> payload;
-  std::vector<Event> events;
-  ChunkDecoder decoder;
-  auto stop = [&](ReadStatus::State state, const std::string& why) {
-    status.state = state;
-    status.reason = why + at(offset);
-  };
-  while (offset < status.file_bytes) {
-    ChunkHeader h{};
-    if (file.read_at(offset, &h, sizeof h) < sizeof h) {
-      stop(ReadStatus::State::kTruncated, "file ends inside a chunk header");
-      break;
-    }
-    if (h.magic != format::kChunkMagic || crc32c(&h, offsetof(ChunkHeader, header_crc)) != h.header_crc) {
-      stop(ReadStatus::State::kCorrupt, "bad chunk header");
-      break;
-    }
-    if (h.payload_bytes > format::kMaxChunkPayload) {
-      stop(ReadStatus::State::kCorrupt, "chunk payload size " + std::to_string(h.payload_bytes) + " too large");
-      break;
-    }
-    payload.resize(h.payload_bytes);
-    if (file.read_at(offset + sizeof h, payload.data(), h.payload_bytes) < h.payload_bytes) {
-      stop(ReadStatus::State::kTruncated, "file ends inside a chunk");
-      break;
-    }
-    if (crc32c(payload.data(), payload.size()) != h.payload_crc) {
-      stop(ReadStatus::State::kCorrupt, "chunk payload checksum mismatch");
-      break;
-    }
-    events.clear();
-    // Every record could be an event (at least 2 bytes each): one reservation,
-    // no growth while decoding, and a forged count cannot inflate it.
-    events.reserve(std::min<size_t>(h.record_count, h.payload_bytes / 2));
-    std::string error = decoder.decode(payload.data(), payload.data() + payload.size(), meta, events);
-    if (!error.empty()) {
-      stop(ReadStatus::State::kCorrupt, "undecodable chunk (" + error + ")");
-      break;
-    }
-    offset += sizeof h + h.payload_bytes;
-    status.good_bytes = offset;
-    ++status.chunks;
-    status.events += events.size();
-    if (!events.empty()) visitor.on_events(events.data(), events.size(), meta);
+  uint64_t offset = 0;
+  try {
+    return read_chunks(path, visitor, &offset);
+  } catch (const std::bad_alloc&) {
+    throw TraceError(path, offset, "out of memory while reading the trace");
+  } catch (const std::length_error& e) {
+    throw TraceError(path, offset, std::string("cannot hold what the trace describes (") + e.what() + ")");
   }
-  if (status.chunks == 0) status.good_bytes = std::min<uint64_t>(status.file_bytes, meta.header.header_bytes);
-  visitor.on_end(meta, status);
-  return status;
 }
 
 LoadedTrace load_trace(const std::string& path) {
@@ -375,15 +484,8 @@ const char* api_name(Api api) {
 }
 
 const char* drop_reason_name(format::DropReason reason) {
-  switch (reason) {
-    case format::DropReason::kBufferFull: return "buffer_full";
-    case format::DropReason::kNoThreadSlot: return "no_thread_slot";
-    case format::DropReason::kStringTable: return "string_table_full";
-    case format::DropReason::kAddressTable: return "address_table_full";
-    case format::DropReason::kRangeDepth: return "range_too_deep";
-    case format::DropReason::kForkChild: return "fork_child";
-  }
-  return "unknown";
+  const auto index = static_cast<size_t>(reason);
+  return index < std::size(format::kDropReasonNames) ? format::kDropReasonNames[index] : "unknown";
 }
 
 }  // namespace psc

@@ -16,7 +16,8 @@
 
 namespace psc {
 
-// A file that is not a readable trace at all (missing, bad header, newer format).
+// A file that is not a readable trace at all (missing, not a regular file, bad
+// header, newer format, more than memory holds).
 // Tools turn it into exit code 2 with the file and byte offset.
 class TraceError : public std::runtime_error {
  public:
@@ -52,16 +53,24 @@ struct TraceMeta {
   uint64_t dropped_total() const;
 };
 
-// How far the reader got. A truncated or corrupt tail is not an error: the
-// events before it are good and were delivered.
+// How far the reader got. Damage is not an error: the events in the good
+// chunks were delivered. Damage at the end of the file (the chunks after it
+// are missing or bad) makes the read truncated or corrupt; damage with good
+// chunks after it is a gap: the reader steps over it to the next valid chunk
+// (by its magic and checksums), counts it, and reads on.
 struct ReadStatus {
-  enum class State { kComplete, kTruncated, kCorrupt };
+  enum class State { kComplete, kGap, kTruncated, kCorrupt };
   State state = State::kComplete;
-  uint64_t good_bytes = 0;  // the file is valid up to this offset
+  uint64_t good_bytes = 0;  // the end of the last good chunk
   uint64_t file_bytes = 0;
   uint64_t chunks = 0;
   uint64_t events = 0;
-  std::string reason;  // why reading stopped early, with the byte offset
+  uint64_t gaps = 0;       // damaged stretches with good chunks after them ...
+  uint64_t gap_bytes = 0;  // ... the bytes they cover ...
+  std::string gap_reason;  // ... and what was wrong with the first, with its byte offset
+  // Why reading stopped early, with the byte offset; for kGap, the first gap
+  // and the totals.
+  std::string reason;
 
   bool complete() const { return state == State::kComplete; }
 };

@@ -1,7 +1,8 @@
 # `make fuzz`: libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined)
 # for every reader of outside input: the .pstrace reader (with the analysis on
-# what it reads), the torch-snapshot importer (pickle subset reader included)
-# and the nsys-sqlite importer. Each runs FUZZ_SECONDS (default 20) from the
+# what it reads), the torch-snapshot importer (pickle subset reader included),
+# the nsys-sqlite importer, and the CLI's JSON inputs: plans (`price`),
+# calibrations (`price --calibration`, `check`) and saved reports (`replay`). Each runs FUZZ_SECONDS (default 20) from the
 # seed corpus in tests/fuzz/corpus/<target>; what it finds goes to
 # $(BUILD)/fuzz/corpus-<target>, crashes to $(BUILD)/fuzz/ (reproduce with
 # `$(BUILD)/fuzz/<target> CRASH-FILE`). Not part of `make test`.
@@ -12,7 +13,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -I$(GENERATED) -MMD -MP
 FUZZ_LIB_SRCS := $(filter-out tools/cli/%,$(READ_SRCS))
 FUZZ_LIB_OBJS := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
-FUZZ_TARGETS  := fuzz_reader fuzz_torch_snapshot fuzz_nsys_sqlite
+FUZZ_TARGETS  := fuzz_reader fuzz_torch_snapshot fuzz_nsys_sqlite fuzz_plan fuzz_calibration fuzz_report
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
 $(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
@@ -22,6 +23,10 @@ $(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(FUZZ_CXX) $(CXXSTD) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ -lfmt -lsqlite3 -lpthread
 
+
+# The objects are intermediates of a pattern rule: keep them, or every
+# `make fuzz` compiles the whole reading half again.
+.SECONDARY: $(FUZZ_LIB_OBJS) $(patsubst %,$(FUZZ_DIR)/obj/tests/fuzz/%.o,$(FUZZ_TARGETS))
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)

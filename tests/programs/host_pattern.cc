@@ -10,10 +10,24 @@
 //   host_pattern exit CODE                exit with CODE
 //   host_pattern churn WAVES THREADS PAIRS  WAVES times: start THREADS threads that
 //                                           each make PAIRS pairs and exit at once
+//   host_pattern exec VARIANT PAIRS       PAIRS pairs of 4096 bytes, then exec itself as
+//                                         "peak 3 100000" through VARIANT (execv, execve, execvp,
+//                                         execvpe, execl, execle, execlp, fexecve)
+//   host_pattern exec-fails PAIRS         PAIRS pairs, a failing execv, PAIRS more pairs
+//   host_pattern fork-exec BLOCKS BYTES   fork; the child allocates BLOCKS blocks, then execs /bin/true
+//   host_pattern raise SIGNAL BLOCKS BYTES  allocate BLOCKS blocks, then raise(SIGNAL) at once
+//   host_pattern handlers                 handlers and SIG_IGN set after the recorder's, read back,
+//                                         then SIGUSR1 back to SIG_DFL and raised (exit 128+10)
+//   host_pattern fsize LIMIT PAIRS        RLIMIT_FSIZE = LIMIT bytes (SIGXFSZ left at its default),
+//                                         then PAIRS pairs of 4096 bytes
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +105,83 @@ int forking(int blocks, size_t bytes) {
   return 0;
 }
 
+// Execs this program again as "peak 3 100000" through one member of the family.
+int exec_self(const char* variant, long count) {
+  pairs(1, count, 4096);
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 6;
+  self[n] = 0;
+  char* argv[] = {self, const_cast<char*>("peak"), const_cast<char*>("3"), const_cast<char*>("100000"), nullptr};
+  if (!strcmp(variant, "execv")) execv(self, argv);
+  if (!strcmp(variant, "execve")) execve(self, argv, environ);
+  if (!strcmp(variant, "execvp")) execvp(self, argv);
+  if (!strcmp(variant, "execvpe")) execvpe(self, argv, environ);
+  if (!strcmp(variant, "execl")) execl(self, self, "peak", "3", "100000", static_cast<char*>(nullptr));
+  if (!strcmp(variant, "execle")) execle(self, self, "peak", "3", "100000", static_cast<char*>(nullptr), environ);
+  if (!strcmp(variant, "execlp")) execlp(self, self, "peak", "3", "100000", static_cast<char*>(nullptr));
+  if (!strcmp(variant, "fexecve")) {
+    const int fd = open(self, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) fexecve(fd, argv, environ);
+  }
+  perror("host_pattern: exec");
+  return 7;
+}
+
+int exec_fails(long count) {
+  pairs(1, count, 4096);
+  char* argv[] = {const_cast<char*>("missing"), nullptr};
+  if (execv("/nonexistent/peakscope-test-program", argv) == 0 || errno != ENOENT) return 8;
+  pairs(1, count, 4096);
+  return 0;
+}
+
+int fork_exec(int blocks, size_t bytes) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < blocks; ++i) aligned_block(bytes);
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 9;
+}
+
+int raise_signal(int sig, int blocks, size_t bytes) {
+  for (int i = 0; i < blocks; ++i) aligned_block(bytes);
+  raise(sig);
+  printf("survived\n");
+  return 0;
+}
+
+volatile sig_atomic_t g_usr1 = 0;
+void on_usr1(int) { g_usr1 = g_usr1 + 1; }
+
+// Exit codes 20..25 name the check that failed.
+int handlers() {
+  if (signal(SIGUSR1, on_usr1) != SIG_DFL) return 20;  // the recorder's handler is not shown
+  raise(SIGUSR1);
+  if (g_usr1 != 1) return 21;  // the application's handler ran, and nothing else
+  struct sigaction current {};
+  if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != on_usr1) return 22;
+  if (sigaction(SIGINT, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return 23;
+  if (signal(SIGUSR2, SIG_IGN) != SIG_DFL) return 24;
+  raise(SIGUSR2);  // ignored: the process goes on
+  for (int i = 0; i < 7; ++i) aligned_block(100000);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  if (sigaction(SIGUSR1, &dfl, nullptr) != 0) return 25;
+  raise(SIGUSR1);  // default action: the process ends, after the recorder flushed
+  return 26;
+}
+
+int file_size_limit(uint64_t limit, long count) {
+  rlimit r{limit, limit};
+  if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 10;
+  return pairs(1, count, 4096);
+}
+
 using PushFn = void (*)(const char*);
 using PopFn = void (*)();
 using MarkFn = void (*)(const char*, const char*);
@@ -138,6 +229,13 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3 && !strcmp(argv[1], "exit")) return atoi(argv[2]);
   if (argc >= 5 && !strcmp(argv[1], "churn")) return churn(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
+  if (argc >= 4 && !strcmp(argv[1], "exec")) return exec_self(argv[2], atol(argv[3]));
+  if (argc >= 3 && !strcmp(argv[1], "exec-fails")) return exec_fails(atol(argv[2]));
+  if (argc >= 4 && !strcmp(argv[1], "fork-exec")) return fork_exec(atoi(argv[2]), strtoull(argv[3], nullptr, 10));
+  if (argc >= 5 && !strcmp(argv[1], "raise"))
+    return raise_signal(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], nullptr, 10));
+  if (argc >= 2 && !strcmp(argv[1], "handlers")) return handlers();
+  if (argc >= 4 && !strcmp(argv[1], "fsize")) return file_size_limit(strtoull(argv[2], nullptr, 10), atol(argv[3]));
   if (argc >= 4 && !strcmp(argv[1], "abort")) {
     for (int i = 0; i < atoi(argv[2]); ++i) aligned_block(strtoull(argv[3], nullptr, 10));
     abort();

@@ -1,6 +1,6 @@
 // Damaged traces: cut at every byte, single bits flipped everywhere, bad
-// headers. A damaged tail never crashes and never loses the good chunks before
-// it; a file that is not a trace at all is a TraceError naming the file and the
+// headers. Damage never crashes and never loses the good chunks before it, nor
+// (a gap) the good chunks after it; a file that is not a trace at all is a TraceError naming the file and the
 // byte offset. The analysis survives the same damage.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -119,6 +119,22 @@ class Damage : public ::testing::Test {
     while (chunks < ends_.size() && ends_[chunks] <= good) ++chunks;
     return events_before_[chunks];
   }
+  // The chunk holding byte `at`.
+  size_t chunk_of(uint64_t at) const {
+    size_t chunk = 0;
+    while (ends_[chunk] <= at) ++chunk;
+    return chunk;
+  }
+  // Every event of the full trace but those of one chunk, in order.
+  void expect_all_but_chunk(const LoadedTrace& got, size_t chunk) const {
+    const size_t skipped = events_before_[chunk + 1] - events_before_[chunk];
+    ASSERT_EQ(got.events.size() + skipped, full_.events.size());
+    for (size_t i = 0; i < got.events.size(); ++i) {
+      const size_t j = i < events_before_[chunk] ? i : i + skipped;
+      ASSERT_EQ(got.events[i].seq, full_.events[j].seq) << "event " << i;
+      ASSERT_EQ(got.events[i].address, full_.events[j].address) << "event " << i;
+    }
+  }
   void expect_prefix(const LoadedTrace& got) const {
     ASSERT_LE(got.events.size(), full_.events.size());
     for (size_t i = 0; i < got.events.size(); ++i) {
@@ -193,10 +209,16 @@ TEST_F(Damage, EveryBitFlipIsCaughtWithoutACrash) {
       LoadedTrace got;
       ASSERT_NO_THROW(got = load_trace(cut_.path)) << "flip at " << at;
       scratch_.patch(at, bytes_[at]);
-      // CRC-32C catches every single-bit error: the damaged chunk and all after it are dropped.
-      EXPECT_EQ(got.status.state, ReadStatus::State::kCorrupt) << "flip at " << at;
-      EXPECT_EQ(got.events.size(), expected_events(at)) << "flip at " << at;
-      expect_prefix(got);
+      // CRC-32C catches every single-bit error: the damaged chunk is dropped.
+      // The reader steps over it to the next chunk, so a flip in the last
+      // chunk leaves the file corrupt and one before it leaves a gap.
+      const size_t chunk = chunk_of(at);
+      const bool last = chunk + 1 == ends_.size();
+      EXPECT_EQ(got.status.state, last ? ReadStatus::State::kCorrupt : ReadStatus::State::kGap) << "flip at " << at;
+      EXPECT_EQ(got.status.gaps, last ? 0u : 1u) << "flip at " << at;
+      EXPECT_EQ(got.events.size(), full_.events.size() - (events_before_[chunk + 1] - events_before_[chunk]))
+          << "flip at " << at;
+      expect_all_but_chunk(got, chunk);
     }
   }
 }
@@ -276,16 +298,17 @@ TEST(ReaderHeaders, EmptyAndTextFilesHaveBadMagic) {
 TEST(ReaderHeaders, NewerFormatIsRefusedWithTheVersion) {
   TempTrace file("newer");
   format::FileHeader h = good_header();
-  h.version = 4;
-  h.min_reader_version = 3;
+  h.version = format::kVersion + 1;
+  h.min_reader_version = format::kVersion + 1;
   reseal(&h);
   spit(file.path, reinterpret_cast<const uint8_t*>(&h), sizeof h);
   EXPECT_EQ(offset_of_error(file.path), offsetof(format::FileHeader, version));
+  const std::string newer = "v" + std::to_string(format::kVersion + 1);
   try {
     load_trace(file.path);
-    ADD_FAILURE() << "a v3-only file was read";
+    ADD_FAILURE() << "a " << newer << "-only file was read";
   } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("v3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(newer), std::string::npos) << e.what();
   }
 }
 
@@ -297,8 +320,8 @@ TEST(ReaderHeaders, VersionOneFilesStillRead) {
   std::vector<uint8_t> bytes = slurp(original.path);
   format::FileHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
-  EXPECT_EQ(h.version, 2u);
-  EXPECT_EQ(h.min_reader_version, 2u);
+  EXPECT_EQ(h.version, format::kVersion);
+  EXPECT_EQ(h.min_reader_version, format::kMinReaderVersion);
   h.version = 1;
   h.min_reader_version = 1;
   reseal(&h);

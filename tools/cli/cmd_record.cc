@@ -1,13 +1,18 @@
 // peakscope record [-o PATH] [--level allocated|reserved] [--host] -- CMD ARGS...
 //
 // Runs CMD with the recorder preloaded, passes its exit status through, and
-// says where the trace(s) went.
+// says where the trace(s) went: every regular file this run's recorders
+// created (forked children, ranks, images after exec), with a warning for a
+// file whose writes failed. Exit 2, without running CMD, when the trace
+// cannot be created at all.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -17,8 +22,11 @@
 
 #include <fmt/core.h>
 
+#include "format/crc32c.h"
+#include "format/file_format.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
+#include "traces/reader.h"
 
 namespace psc::cli {
 namespace {
@@ -130,15 +138,41 @@ void forward_signal(int sig) {
   if (g_child > 0) kill(g_child, sig);
 }
 
-// Traces other processes wrote beside the main one (forked children, ranks).
-std::vector<std::string> sibling_traces(const std::string& output, time_t since) {
+// A trace this run wrote: a regular file (a symlink planted at a trace's name
+// is never followed by the recorder, nor listed here), ours, with a valid
+// header stamped after the run started.
+struct WrittenTrace {
+  std::string path;
+  format::FileHeader header{};
+  off_t bytes = 0;
+};
+
+bool read_written_trace(const std::string& path, time_t since, WrittenTrace* out) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  format::FileHeader h{};
+  const bool whole = read(fd, &h, sizeof h) == static_cast<ssize_t>(sizeof h);
+  close(fd);
+  if (!whole || std::memcmp(h.magic, format::kMagic, sizeof h.magic) != 0 ||
+      crc32c(&h, offsetof(format::FileHeader, header_crc)) != h.header_crc ||
+      h.realtime_ns / 1000000000ull + 1 < static_cast<uint64_t>(since))
+    return false;
+  *out = WrittenTrace{path, h, st.st_size};
+  return true;
+}
+
+// Traces beside the main one: forked children and ranks (<stem>.[r<R>.]p<PID>.pstrace)
+// and images after exec (<stem>....e<N>.pstrace).
+std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since) {
   std::string dir = ".", stem = output;
   if (auto slash = output.find_last_of('/'); slash != std::string::npos) {
     dir = output.substr(0, slash);
     stem = output.substr(slash + 1);
   }
   if (stem.size() > 8 && stem.compare(stem.size() - 8, 8, ".pstrace") == 0) stem.resize(stem.size() - 8);
-  std::vector<std::string> found;
+  std::vector<WrittenTrace> found;
   DIR* d = opendir(dir.c_str());
   if (!d) return found;
   while (dirent* entry = readdir(d)) {
@@ -146,12 +180,57 @@ std::vector<std::string> sibling_traces(const std::string& output, time_t since)
     if (name.rfind(stem + ".", 0) != 0 || name.size() < 8 || name.compare(name.size() - 8, 8, ".pstrace") != 0)
       continue;
     if (name == stem + ".pstrace") continue;
-    struct stat st {};
-    std::string path = dir + "/" + name;
-    if (stat(path.c_str(), &st) == 0 && st.st_mtime >= since) found.push_back(path);
+    WrittenTrace trace;
+    if (read_written_trace(dir + "/" + name, since, &trace)) found.push_back(trace);
   }
   closedir(d);
+  std::sort(found.begin(), found.end(), [](const WrittenTrace& a, const WrittenTrace& b) { return a.path < b.path; });
   return found;
+}
+
+// Whether a trace can be created at `path`: 0, or the errno. Creates and
+// removes a file the way the recorder does (O_EXCL, no symlink followed).
+int probe_output(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  close(fd);
+  unlink(path.c_str());
+  return 0;
+}
+
+int cannot_write(const std::string& shown, int err) {
+  fmt::print(stderr, "peakscope record: cannot write the trace to {}: {} (errno {})\n", shown, std::strerror(err), err);
+  return kExitBadInput;
+}
+
+std::string describe(const WrittenTrace& t) {
+  std::string text = fmt::format("{} ({} bytes, pid {}", t.path, t.bytes, t.header.pid);
+  if (t.header.flags & format::kHeaderEndedByExec) text += ", ended by exec";
+  return text + ")";
+}
+
+// A file whose writes failed holds fewer events than were recorded; its drop
+// counts (when the closing chunk reached the disk) say how many.
+void warn_if_writes_failed(const WrittenTrace& t) {
+  if (!(t.header.flags & format::kHeaderWriteFailed)) return;
+  uint64_t lost = 0;
+  try {
+    struct Ignore : TraceVisitor {
+      void on_events(const Event*, size_t, const TraceMeta&) override {}
+      void on_end(const TraceMeta& meta, const ReadStatus&) override {
+        write_failed = meta.drops[static_cast<size_t>(format::DropReason::kWriteFailed)];
+      }
+      uint64_t write_failed = 0;
+    } visitor;
+    read_trace(t.path, visitor);
+    lost = visitor.write_failed;
+  } catch (const TraceError&) {
+  }
+  if (lost)
+    fmt::print(stderr, "peakscope: warning: {} events could not be written to {} (write errors: disk full?)\n", lost,
+               t.path);
+  else
+    fmt::print(stderr, "peakscope: warning: writes to {} failed (disk full?); the trace is incomplete\n", t.path);
 }
 
 }  // namespace
@@ -163,6 +242,7 @@ int cmd_record(int argc, char** argv) {
   const std::string output = absolute(o.output);
   const time_t started = time(nullptr);
   unlink(output.c_str());  // a stale trace must not pass for this run's
+  if (const int err = probe_output(output)) return cannot_write(o.output, err);
 
   pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
@@ -176,17 +256,25 @@ int cmd_record(int argc, char** argv) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-  struct stat st {};
-  if (stat(output.c_str(), &st) == 0) {
-    fmt::print(stderr, "peakscope: trace written to {} ({} bytes)\n", o.output, st.st_size);
-  } else {
+  WrittenTrace primary;
+  const bool have_primary = read_written_trace(output, started, &primary);
+  const std::vector<WrittenTrace> others = sibling_traces(output, started);
+  if (have_primary) {
+    fmt::print(stderr, "peakscope: trace written to {} ({} bytes{})\n", o.output, primary.bytes,
+               primary.header.flags & format::kHeaderEndedByExec ? ", ended by exec" : "");
+  } else if (const int err = probe_output(output); err != 0 && others.empty()) {
+    return cannot_write(o.output, err);
+  } else if (others.empty()) {
     fmt::print(stderr,
                "peakscope: no trace at {}: the command did not start the recorder "
                "(is it a static binary, or did it clear LD_PRELOAD?)\n",
                o.output);
+  } else {
+    fmt::print(stderr, "peakscope: no trace at {}\n", o.output);
   }
-  for (const std::string& other : sibling_traces(output, started))
-    fmt::print(stderr, "peakscope: trace of another process: {}\n", other);
+  for (const WrittenTrace& other : others) fmt::print(stderr, "peakscope: trace also written: {}\n", describe(other));
+  if (have_primary) warn_if_writes_failed(primary);
+  for (const WrittenTrace& other : others) warn_if_writes_failed(other);
   if (WIFSIGNALED(status))
     fmt::print(stderr, "peakscope: '{}' was killed by signal {} ({})\n", o.command[0], WTERMSIG(status),
                strsignal(WTERMSIG(status)));

@@ -69,9 +69,15 @@ int cmd_report(int argc, char** argv) {
   }
   std::fflush(stdout);
   const ReadStatus& status = analysis.trace.status;
-  if (!status.complete())
-    fmt::print(stderr, "peakscope report: warning: {} is {} ({}); reported the {} events before that\n", o.trace,
-               read_state_name(status.state), status.reason, status.events);
+  if (status.state == ReadStatus::State::kGap)
+    fmt::print(stderr, "peakscope report: warning: {} has a gap ({}); reported the {} events around it\n", o.trace,
+               status.reason, status.events);
+  else if (!status.complete())
+    fmt::print(stderr, "peakscope report: warning: {} is {} ({}); reported the {} events before that{}\n", o.trace,
+               read_state_name(status.state), status.reason, status.events,
+               status.gaps
+                   ? fmt::format(" (and skipped {} damaged bytes earlier: {})", status.gap_bytes, status.gap_reason)
+                   : std::string());
   return kExitOk;
 }
 
