@@ -11,7 +11,7 @@
 
 #include "analysis/analysis.h"
 #include "tests/support/synthetic_trace.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace psc {
 namespace {

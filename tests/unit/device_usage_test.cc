@@ -15,7 +15,7 @@
 #include "analysis/report_text.h"
 #include "exchange/exporter.h"
 #include "tests/support/synthetic_trace.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/deferred.h"
 
 namespace psc {

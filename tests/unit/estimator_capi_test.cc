@@ -15,7 +15,7 @@
 
 #include "estimator/calibration.h"
 #include "estimator/predict.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace psc {
 namespace {

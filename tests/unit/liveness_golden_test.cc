@@ -14,7 +14,7 @@
 #include "estimator/check.h"
 #include "estimator/liveness.h"
 #include "tests/support/synthetic_trace.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace psc {
 namespace {

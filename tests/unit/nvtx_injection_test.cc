@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/reader.h"
 
 namespace psc {

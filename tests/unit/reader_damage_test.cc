@@ -17,7 +17,7 @@
 #include "analysis/analysis.h"
 #include "format/crc32c.h"
 #include "tests/support/synthetic_trace.h"
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 

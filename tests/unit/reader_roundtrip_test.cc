@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 

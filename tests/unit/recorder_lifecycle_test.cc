@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/reader.h"
 
 namespace psc {
@@ -33,12 +33,7 @@ std::string cli() { return build_dir() + "/peakscope"; }
 std::string program() { return build_dir() + "/programs/host_pattern"; }
 std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
 
-int run(const std::string& command) {
-  const int status = std::system(command.c_str());
-  if (status == -1) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
-}
+int run(const std::string& command) { return test_support::run_shell(command); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);

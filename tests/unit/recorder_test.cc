@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/unit/test_support.h"
+#include "tests/support/test_support.h"
 #include "traces/reader.h"
 
 namespace psc {
@@ -28,13 +28,7 @@ using test_support::Scratch;
 std::string cli() { return build_dir() + "/peakscope"; }
 std::string program() { return build_dir() + "/programs/host_pattern"; }
 
-// Runs a shell command; returns its exit status (or 128+signal).
-int run(const std::string& command) {
-  int status = std::system(command.c_str());
-  if (status == -1) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
-}
+int run(const std::string& command) { return test_support::run_shell(command); }
 
 int record(const std::string& trace, const std::string& args, const std::string& env = "") {
   return run(env + " " + cli() + " record --host -o " + trace + " -- " + program() + " " + args + " 2>/dev/null");

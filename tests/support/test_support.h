@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +17,17 @@ namespace psc::test_support {
 inline std::string build_dir() {
   const char* dir = std::getenv("PSC_BUILD_DIR");
   return std::filesystem::absolute(dir ? dir : "build").string();
+}
+
+// A file the build made: build_file("peakscope"), build_file("programs/host_pattern").
+inline std::string build_file(const std::string& name) { return build_dir() + "/" + name; }
+
+// Runs a shell command; its exit status, 128 + the signal that ended it, or -1.
+inline int run_shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  if (status == -1) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
 }
 
 // A fresh directory under /tmp, removed with everything in it.
