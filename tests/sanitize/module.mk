@@ -7,7 +7,7 @@ SAN_DIR := $(BUILD)/sanitize
 SAN_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_LIB_SRCS := $(READ_SRCS) $(SUPPORT_SRCS) $(CAPI_SRC)
 SAN_ASAN_OBJS := $(patsubst %.cc,$(SAN_DIR)/asan/%.o,$(SAN_LIB_SRCS) $(UNIT_SRCS))
-SAN_TSAN_SRCS := $(wildcard runtime/*.cc) format/crc32c.cc traces/reader.cc tests/sanitize/recorder_stress.cc
+SAN_TSAN_SRCS := $(wildcard runtime/*.cc) $(wildcard format/*.cc) traces/reader.cc common/input_file.cc tests/sanitize/recorder_stress.cc
 
 $(SAN_DIR)/asan/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 	@mkdir -p $(dir $@)
@@ -18,7 +18,7 @@ $(SAN_DIR)/unit_tests: $(SAN_ASAN_OBJS)
 
 $(SAN_DIR)/recorder_stress: $(SAN_TSAN_SRCS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O1 -g -fsanitize=thread -I. -isystem $(CUDA_HOME)/include $(filter %.cc,$^) -o $@ -lpthread -ldl
+	$(CXX) $(CXXSTD) -O1 -g -fsanitize=thread -I. -isystem $(CUDA_HOME)/include $(filter %.cc,$^) -o $@ -lfmt -lpthread -ldl
 
 sanitize: all $(SAN_DIR)/unit_tests $(SAN_DIR)/recorder_stress
 	PSC_BUILD_DIR=$(abspath $(BUILD)) $(SAN_DIR)/unit_tests --gtest_brief=1
