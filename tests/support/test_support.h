@@ -19,9 +19,6 @@ inline std::string build_dir() {
   return std::filesystem::absolute(dir ? dir : "build").string();
 }
 
-// A file the build made: build_file("peakscope"), build_file("programs/host_pattern").
-inline std::string build_file(const std::string& name) { return build_dir() + "/" + name; }
-
 // Runs a shell command; its exit status, 128 + the signal that ended it, or -1.
 inline int run_shell(const std::string& command) {
   const int status = std::system(command.c_str());

@@ -26,6 +26,7 @@ namespace psc::cuda_test {
 namespace fs = std::filesystem;
 
 using test_support::build_dir;
+using test_support::run_shell;
 using test_support::Scratch;
 inline std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
 inline std::string fakes() { return build_dir() + "/fakes"; }
@@ -58,12 +59,6 @@ struct ClientRun {
   Values output;   // what the client printed
   std::string stderr_text;
 };
-
-inline int run_shell(const std::string& command) {
-  const int status = std::system(command.c_str());
-  if (status == -1) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // Runs `command` (a client and its arguments) with the recorder preloaded
 // unless `with_preload` is false. `env` adds "NAME=value ..." assignments.
