@@ -1,6 +1,8 @@
 // dlsym, interposed. The CUDA runtime, NCCL, Triton and PyTorch find the
 // driver with dlopen("libcuda.so.1") + dlsym(handle, "cuGetProcAddress_v2"),
 // a lookup that never sees exported symbols of ours; this is where we get in.
+// NVTX finds its injection library the same way (nvtx_hooks.h,
+// take_injection_lookup).
 //
 // Hazard: glibc resolves RTLD_NEXT (and the scope of RTLD_DEFAULT) from the
 // return address of dlsym's caller. A C wrapper that calls the real dlsym
@@ -20,6 +22,7 @@
 #include <cstring>
 
 #include "interpose/cuda_hooks.h"
+#include "interpose/nvtx_hooks.h"
 
 namespace psc::interpose::cuda {
 namespace {
@@ -49,6 +52,7 @@ extern "C" __attribute__((visibility("hidden"))) DlsymFn psc_dlsym_resolve() {
 // call from here is exact; a hooked CUDA name comes back as our wrapper.
 extern "C" __attribute__((visibility("hidden"))) void* psc_dlsym_handle(void* handle, const char* name) {
   void* p = psc_dlsym_resolve()(handle, name);
+  if (p && name && name[0] == 'I') return psc::interpose::nvtx::take_injection_lookup(handle, name, p);
   if (!p || !psc::interpose::cuda::is_cuda_name(name)) return p;
   if (name[2] == 'd' && name[3] == 'a') return psc::interpose::cuda::wrap_runtime_symbol(name, p);
   return psc::interpose::cuda::wrap_driver_symbol(name, p);

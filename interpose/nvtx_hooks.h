@@ -51,6 +51,15 @@ inline NvtxFunctionPointer* chained_slots(int index, NvtxCallbackModule module) 
 // Whether peakscope puts its own hook in `slot` of `module`.
 bool handles_slot(NvtxCallbackModule module, unsigned slot);
 
+// NVTX's loader finds an injection with dlsym(dlopen(NVTX_INJECTION64_PATH),
+// "InitializeInjectionNvtx2"). Called by the interposed dlsym for a lookup
+// of that name (or "InitializeInjectionNvtxExtension") on a real handle that
+// answered `found`: when the library is another tool's, it becomes the
+// chained tool and the answer is peakscope's own entry point, so peakscope
+// sees NVTX even where a tool rewrites the variable inside the program (Nsight
+// Systems' injection proxy does). Otherwise `found` comes back unchanged.
+void* take_injection_lookup(void* handle, const char* name, void* found);
+
 // Writes the hooks of instance `index` (0..kUnchained) into a module's table
 // of `size` entries, as returned by the instance's GetModuleFunctionTable.
 void install_hooks(int index, NvtxCallbackModule module, NvtxFunctionTable table, unsigned size);

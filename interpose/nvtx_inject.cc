@@ -6,7 +6,10 @@
 // calls us separately, possibly at the same time on different threads.
 //
 // Chaining: when another tool held NVTX_INJECTION64_PATH (Nsight Systems
-// does), `peakscope record` moves its path to PEAKSCOPE_NVTX_CHAIN. We load it
+// does), `peakscope record` moves its path to PEAKSCOPE_NVTX_CHAIN; when a
+// tool takes the variable back inside the program (Nsight's injection proxy
+// does, in its constructor), NVTX's dlsym of that tool's entry point comes to
+// us (take_injection_lookup) and that tool is the one chained. We load it
 // once and initialise it for every instance through a wrapped export table
 // (see nvtx_hooks.h), so both see every call; extension modules (payload
 // schemas, counters, memory) go to it untouched. Hooked modules: CORE, CORE2
@@ -19,6 +22,7 @@
 #include <iterator>
 #include <utility>
 
+#include "interpose/cuda_hooks.h"
 #include "interpose/nvtx_hooks.h"
 #include "runtime/config.h"
 #include "runtime/sys.h"
@@ -57,22 +61,39 @@ void say(const char* a, const char* b = "", const char* c = "") {
   if (!rt::g_config.quiet) sys::say(a, b, c);
 }
 
+// The entry points of the tool whose InitializeInjectionNvtx2 NVTX looked up
+// and was given ours instead (take_injection_lookup); the first one wins.
+std::atomic<NvtxInitializeInjectionNvtxFunc_t> g_taken_init{nullptr};
+std::atomic<ExtensionInit> g_taken_extension{nullptr};
+
+void* lookup(void* library, const char* name) { return psc::interpose::cuda::real_dlsym()(library, name); }
+
 void load_chain() {
+  NvtxInitializeInjectionNvtxFunc_t init = nullptr;
+  ExtensionInit extension = nullptr;
   const char* path = getenv("PEAKSCOPE_NVTX_CHAIN");
-  if (!path || !*path) return;
-  void* library = dlopen(path, RTLD_LAZY);
-  if (!library) {
-    const char* why = dlerror();
-    say("NVTX: cannot load the chained injection library: ", why ? why : path, "; only peakscope sees NVTX");
-    return;
-  }
-  auto init = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(dlsym(library, "InitializeInjectionNvtx2"));
-  if (!init) {
-    say("NVTX: ", path, " has no InitializeInjectionNvtx2; not chained");
+  if (path && *path) {
+    void* library = dlopen(path, RTLD_LAZY);
+    if (!library) {
+      const char* why = dlerror();
+      say("NVTX: cannot load the chained injection library: ", why ? why : path, "; only peakscope sees NVTX");
+      return;
+    }
+    init = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(lookup(library, "InitializeInjectionNvtx2"));
+    if (!init) {
+      say("NVTX: ", path, " has no InitializeInjectionNvtx2; not chained");
+      return;
+    }
+    extension = reinterpret_cast<ExtensionInit>(lookup(library, "InitializeInjectionNvtxExtension"));
+  } else if ((init = g_taken_init.load(std::memory_order_acquire))) {
+    extension = g_taken_extension.load(std::memory_order_acquire);
+    Dl_info info{};
+    path = dladdr(reinterpret_cast<void*>(init), &info) && info.dli_fname ? info.dli_fname : "another NVTX tool";
+  } else {
     return;
   }
   if (init == &InitializeInjectionNvtx2) return;  // ourselves under another name
-  g_chain.extension = reinterpret_cast<ExtensionInit>(dlsym(library, "InitializeInjectionNvtxExtension"));
+  g_chain.extension = extension;
   g_chain.path = path;
   if (!chained_ids_init()) {
     say("NVTX: no memory for chained range ids; not chained");
@@ -211,6 +232,32 @@ void announce_version(NvtxGetExportTableFunc_t export_table) {
 }
 
 }  // namespace
+
+void* take_injection_lookup(void* handle, const char* name, void* found) {
+  const bool main_entry = strcmp(name, "InitializeInjectionNvtx2") == 0;
+  if (!main_entry && strcmp(name, "InitializeInjectionNvtxExtension") != 0) return found;
+  void* ours = main_entry ? reinterpret_cast<void*>(&InitializeInjectionNvtx2)
+                          : reinterpret_cast<void*>(&InitializeInjectionNvtxExtension);
+  if (found == ours || rt::g_config.disabled) return found;
+  if (!main_entry) {
+    // The extension entry of the library whose main entry we took.
+    void* main = lookup(handle, "InitializeInjectionNvtx2");
+    return main && main == reinterpret_cast<void*>(g_taken_init.load(std::memory_order_acquire)) ? ours : found;
+  }
+  auto init = reinterpret_cast<NvtxInitializeInjectionNvtxFunc_t>(found);
+  NvtxInitializeInjectionNvtxFunc_t expected = nullptr;
+  if (g_taken_init.compare_exchange_strong(expected, init, std::memory_order_acq_rel)) {
+    g_taken_extension.store(reinterpret_cast<ExtensionInit>(lookup(handle, "InitializeInjectionNvtxExtension")),
+                            std::memory_order_release);
+  } else if (expected != init) {
+    return found;  // a second, different tool: it keeps its own instances
+  }
+  // Chaining is decided once, at the first instance's set-up; a tool that
+  // arrives after it keeps its own instances rather than losing their calls.
+  if (g_setup.load(std::memory_order_acquire) == kDone && g_chain.init != init) return found;
+  return ours;
+}
+
 }  // namespace psc::interpose::nvtx
 
 using namespace psc::interpose::nvtx;
