@@ -8,14 +8,27 @@
 // parameters, the `Variable = value` lines after it its defaults; then
 // `RangePush, Time, ThreadId, "Message"` and so on.
 //
-// Clock base: times are the trace's CLOCK_MONOTONIC nanoseconds, written as
-// they are. The header declares `TimeBase = ClockMonotonicRaw` by default, the
-// closest base Nsight offers on Linux (what KernelAbstractions.jl's NVTXT
-// writer declares for the same clock); CLOCK_MONOTONIC is slewed by NTP and
-// CLOCK_MONOTONIC_RAW is not, so the two drift apart (at most 500 ppm) since
-// boot. `--nvtxt-time-base Manual` writes `TimeBase = Manual` instead, for
-// ImportNvtxt --cmd create. The file's comments carry the trace's REALTIME /
-// MONOTONIC pair for aligning it by hand.
+// Clock base: `TimeBase = ClockMonotonicRaw` (the default) is Nsight's own
+// clock on Linux, so times are written as CLOCK_MONOTONIC_RAW nanoseconds: the
+// trace's CLOCK_MONOTONIC times moved by the difference of the two clocks read
+// together at the start of recording (FileHeader::monotonic_raw_ns). The two
+// differ by what NTP slewed since boot (hundreds of milliseconds after a few
+// days); during one recording they drift apart by at most 500 ppm of its
+// length. A trace without the raw sample (an older recorder, an import) is
+// written in CLOCK_MONOTONIC with a warning. `--nvtxt-time-base Manual` writes
+// the trace's times as they are under `TimeBase = Manual`, for ImportNvtxt
+// --cmd create. The file's comments carry the trace's clock samples.
+//
+// ImportNvtxt 2022.4 converts CLOCK_MONOTONIC_RAW to the right time from the
+// start of the report's analysis, but then places it as if it were from the
+// report's own time origin: the merged ranges land early by the analysis'
+// start (ANALYSIS_DETAILS.startTime, hundreds of milliseconds; measured in
+// docs/viewers.md). `--nvtxt-align REPORT.sqlite` (the `nsys export --type
+// sqlite` of the report to merge into) writes `TimeBase = Manual` values on
+// the report's own timeline instead: the NVTX events both tools saw (under
+// `nsys profile -t nvtx`, peakscope chains to Nsight, so both see every call)
+// are paired by kind, text and occurrence; the median of their offsets, plus
+// the analysis' start (SQLite times count from it), moves every time.
 //
 // NVTXT has ranges and marks, no counters: live bytes are not exported here
 // (use nsys-sqlite or perfetto); the peaks are marks.
@@ -29,7 +42,9 @@
 
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
+#include "exchange/export_nsys_schema.h"
 #include "exchange/export_output.h"
+#include "exchange/export_sqlite.h"
 #include "exchange/export_text.h"
 
 namespace psc {
@@ -46,10 +61,137 @@ std::string message(std::string_view raw) {
   return "\"" + s + "\"";
 }
 
+// ---- alignment to an Nsight report (--nvtxt-align) ------------------------------
+
+// The key two tools give the same NVTX call: its kind and its text as
+// peakscope names it (`<domain>::<message>`, a mark's payload after a space).
+std::string anchor_key(char kind, std::string_view text) { return std::string(1, kind) + std::string(text); }
+
+// The trace's NVTX pushes, starts and marks, in order: the first kMaxAnchors.
+class TraceAnchors : public BoundedVisitor {
+ public:
+  static constexpr size_t kMaxAnchors = 1u << 20;
+  explicit TraceAnchors(uint64_t limit) : BoundedVisitor(limit) {}
+  std::vector<std::pair<std::string, uint64_t>> anchors;
+
+ protected:
+  void on_event(const Event& e, const TraceMeta& meta) override {
+    if (e.api != Api::kNvtx || anchors.size() >= kMaxAnchors) return;
+    switch (e.kind) {
+      case EventKind::kRangePush: anchors.emplace_back(anchor_key('P', meta.string(e.name)), e.time_ns); break;
+      case EventKind::kRangeStart: anchors.emplace_back(anchor_key('S', meta.string(e.name)), e.time_ns); break;
+      case EventKind::kMark: {
+        std::string text(meta.string(e.name));
+        if (!e.payload.empty()) text += " " + std::string(meta.string(e.payload));
+        anchors.emplace_back(anchor_key('M', text), e.time_ns);
+        break;
+      }
+      default: break;
+    }
+  }
+};
+
+struct Alignment {
+  int64_t shift_ns = 0;  // report time = trace time + shift_ns
+  size_t matched = 0;
+  int64_t spread_ns = 0;  // largest minus smallest offset of the pairs
+};
+
+// The report's NVTX events of `pid`, keyed as the trace's, each key's in
+// time order.
+std::unordered_map<std::string, std::vector<int64_t>> report_anchors(const std::string& path, uint32_t pid) {
+  sqlite::Db db(path, true);
+  if (!db.has_table("NVTX_EVENTS"))
+    throw InputError(path, "no NVTX_EVENTS table: not an `nsys export --type sqlite` of a run traced with -t nvtx");
+  for (const char* column : {"start", "eventType", "globalTid", "text"})
+    if (!db.has_column("NVTX_EVENTS", column))
+      throw InputError(path, std::string("NVTX_EVENTS has no column ") + column);
+  auto optional = [&](const char* column) { return db.has_column("NVTX_EVENTS", column) ? column : "NULL"; };
+  std::unordered_map<int64_t, std::string> strings;
+  if (db.has_table("StringIds")) {
+    sqlite::Statement s(db, "SELECT id, value FROM StringIds");
+    while (s.next()) strings[s.integer(0)] = s.text(1);
+  }
+  auto text_of = [&](const sqlite::Statement& s, int text, int id) {
+    if (!s.is_null(text)) return s.text(text);
+    if (!s.is_null(id)) {
+      auto it = strings.find(s.integer(id));
+      if (it != strings.end()) return it->second;
+    }
+    return std::string();
+  };
+  sqlite::Statement s(db, fmt::format("SELECT start, eventType, text, {}, {} FROM NVTX_EVENTS WHERE globalTid >> 24 & "
+                                      "16777215 = ? AND eventType IN ({}, {}, {}, {}) ORDER BY start, rowid",
+                                      optional("textId"), optional("domainId"), nsys::kNvtxMark,
+                                      nsys::kNvtxPushPopRange, nsys::kNvtxStartEndRange, nsys::kNvtxDomainCreate));
+  s.bind(1, int64_t{pid});
+  std::unordered_map<int64_t, std::string> domains;
+  std::unordered_map<std::string, std::vector<int64_t>> out;
+  while (s.next()) {
+    const int type = static_cast<int>(s.integer(1));
+    const std::string text = text_of(s, 2, 3);
+    const int64_t domain = s.is_null(4) ? 0 : s.integer(4);
+    if (type == nsys::kNvtxDomainCreate) {
+      domains[domain] = text;
+      continue;
+    }
+    std::string name = text;
+    if (domain != 0) name = (domains.count(domain) ? domains[domain] : std::string("(unknown domain)")) + "::" + text;
+    const char kind = type == nsys::kNvtxMark ? 'M' : type == nsys::kNvtxPushPopRange ? 'P' : 'S';
+    out[anchor_key(kind, name)].push_back(s.integer(0));
+  }
+  return out;
+}
+
+// Where the report's analysis starts on its own timeline: what its SQLite
+// export's times count from. 0 when the export does not say.
+int64_t analysis_start(const std::string& path) {
+  sqlite::Db db(path, true);
+  if (!db.has_table("ANALYSIS_DETAILS") || !db.has_column("ANALYSIS_DETAILS", "startTime")) return 0;
+  sqlite::Statement s(db, "SELECT MIN(startTime) FROM ANALYSIS_DETAILS");
+  return s.next() && !s.is_null(0) ? s.integer(0) : 0;
+}
+
+Alignment align_to_report(const ExportModel& model, const std::string& report) {
+  const uint32_t pid = model.analysis.trace.header.pid;
+  const auto theirs = report_anchors(report, pid);
+  if (theirs.empty())
+    throw InputError(report, fmt::format("no NVTX events of pid {} (the traced process): was it profiled with "
+                                         "`nsys profile -t nvtx` around `peakscope record`?",
+                                         pid));
+  TraceAnchors ours(model.analysis.trace.status.events);
+  read_placed(model.trace, model.analysis.placement.get(), ours);
+  std::unordered_map<std::string, size_t> seen;
+  std::vector<int64_t> offsets;
+  for (const auto& [key, time_ns] : ours.anchors) {
+    auto it = theirs.find(key);
+    const size_t k = seen[key]++;
+    if (it == theirs.end() || k >= it->second.size()) continue;
+    offsets.push_back(it->second[k] - static_cast<int64_t>(time_ns));
+  }
+  if (offsets.empty())
+    throw InputError(report, fmt::format("none of the trace's {} NVTX events is in the report's NVTX_EVENTS of pid {}; "
+                                         "nothing to align by",
+                                         ours.anchors.size(), pid));
+  std::sort(offsets.begin(), offsets.end());
+  Alignment a;
+  a.shift_ns = offsets[offsets.size() / 2] + analysis_start(report);
+  a.matched = offsets.size();
+  a.spread_ns = offsets.back() - offsets.front();
+  return a;
+}
+
 class NvtxtWriter : public BoundedVisitor {
  public:
-  NvtxtWriter(const ExportModel& model, OutputFile& out, std::string time_base)
-      : BoundedVisitor(model.analysis.trace.status.events), model_(model), out_(out), time_base_(std::move(time_base)) {
+  // Times move by `shift_ns` (the raw clock's offset, or 0).
+  NvtxtWriter(const ExportModel& model, OutputFile& out, std::string time_base, int64_t shift_ns,
+              std::string aligned_to)
+      : BoundedVisitor(model.analysis.trace.status.events),
+        model_(model),
+        out_(out),
+        time_base_(std::move(time_base)),
+        shift_ns_(shift_ns),
+        aligned_to_(std::move(aligned_to)) {
     const Analysis& a = model.analysis;
     if (a.peak.site.reached)
       marks_.push_back({a.peak.site.seq, a.peak.site.time_ns, a.peak.site.thread,
@@ -74,17 +216,17 @@ class NvtxtWriter : public BoundedVisitor {
     switch (e.kind) {
       case EventKind::kRangePush:
         depth(e.thread)++;
-        out_.write(fmt::format("RangePush, {}, {}, {}\n", e.time_ns, tid(e.thread), message(meta.string(e.name))));
+        out_.write(fmt::format("RangePush, {}, {}, {}\n", at(e.time_ns), tid(e.thread), message(meta.string(e.name))));
         break;
       case EventKind::kRangePop:
         if (depth(e.thread) == 0) break;  // nothing open on that thread
         depth(e.thread)--;
-        out_.write(fmt::format("RangePop, {}, {}\n", e.time_ns, tid(e.thread)));
+        out_.write(fmt::format("RangePop, {}, {}\n", at(e.time_ns), tid(e.thread)));
         break;
       case EventKind::kMark: {
         std::string text(meta.string(e.name));
         if (!e.payload.empty()) text += " " + std::string(meta.string(e.payload));
-        out_.write(fmt::format("Marker, {}, {}, {}\n", e.time_ns, tid(e.thread), message(text)));
+        out_.write(fmt::format("Marker, {}, {}, {}\n", at(e.time_ns), tid(e.thread), message(text)));
         break;
       }
       case EventKind::kRangeStart: open_.emplace(e.address, Open{e.time_ns, e.thread, e.name}); break;
@@ -92,8 +234,8 @@ class NvtxtWriter : public BoundedVisitor {
         auto it = open_.find(e.address);
         if (it == open_.end()) break;
         // The whole range on one line, on the thread that started it.
-        out_.write(fmt::format("RangeStartEnd, {}, {}, {}, {}\n", it->second.time_ns, e.time_ns, tid(it->second.thread),
-                               message(meta.string(it->second.name))));
+        out_.write(fmt::format("RangeStartEnd, {}, {}, {}, {}\n", at(it->second.time_ns), at(e.time_ns),
+                               tid(it->second.thread), message(meta.string(it->second.name))));
         open_.erase(it);
         break;
       }
@@ -123,6 +265,8 @@ class NvtxtWriter : public BoundedVisitor {
     StringId name;
   };
 
+  int64_t at(uint64_t time_ns) const { return static_cast<int64_t>(time_ns) + shift_ns_; }
+
   uint32_t& depth(uint32_t thread) {
     if (thread >= depth_.size()) depth_.resize(thread + 1, 0);
     return depth_[thread];
@@ -137,13 +281,21 @@ class NvtxtWriter : public BoundedVisitor {
   void header(const TraceMeta& meta) {
     header_written_ = true;
     const uint32_t pid = meta.header.pid;
+    const std::string clock =
+        !aligned_to_.empty()
+            ? fmt::format("the timeline of the Nsight report exported as {} (the trace's times {} {} ns)", aligned_to_,
+                          shift_ns_ < 0 ? '-' : '+', shift_ns_ < 0 ? -shift_ns_ : shift_ns_)
+        : time_base_ != "Manual" && meta.header.monotonic_raw_ns
+            ? "CLOCK_MONOTONIC_RAW (the trace's CLOCK_MONOTONIC times moved by the clocks' offset)"
+            : "CLOCK_MONOTONIC, as the trace holds them";
     out_.write(fmt::format(
         "# Written by peakscope export --format nvtxt from {}.\n"
-        "# Times are CLOCK_MONOTONIC nanoseconds of the traced process (pid {}); at the start of recording\n"
-        "# CLOCK_REALTIME was {} ns when CLOCK_MONOTONIC was {} ns. TimeBase below: see docs/viewers.md.\n"
+        "# Times are {} nanoseconds of the traced process (pid {}).\n"
+        "# At the start of recording CLOCK_REALTIME was {} ns, CLOCK_MONOTONIC {} ns, CLOCK_MONOTONIC_RAW {} ns\n"
+        "# (0: not recorded). TimeBase below: see docs/viewers.md.\n"
         "# Peak marks: category 2. Ranges and marks of the trace: category 1.\n",
-        std::string(std::filesystem::path(model_.trace).filename()), pid, meta.header.realtime_ns,
-        meta.header.monotonic_ns));
+        std::string(std::filesystem::path(model_.trace).filename()), clock, pid, meta.header.realtime_ns,
+        meta.header.monotonic_ns, meta.header.monotonic_raw_ns));
     out_.write("SetFileDisplayName, peakscope\n");
     // The shape of a header ImportNvtxt is known to take (KernelAbstractions.jl
     // writes the same). Variables hold from their assignment to the next one,
@@ -158,13 +310,15 @@ class NvtxtWriter : public BoundedVisitor {
 
   void peak_mark(const Mark& m) {
     // Peaks in their own category and colour, then back to the defaults.
-    out_.write(fmt::format("CategoryId = 2\nColor = Red\nMarker, {}, {}, {}\nCategoryId = 1\nColor = Blue\n", m.time_ns,
-                           tid(m.thread), message(m.text)));
+    out_.write(fmt::format("CategoryId = 2\nColor = Red\nMarker, {}, {}, {}\nCategoryId = 1\nColor = Blue\n",
+                           at(m.time_ns), tid(m.thread), message(m.text)));
   }
 
   const ExportModel& model_;
   OutputFile& out_;
   std::string time_base_;
+  int64_t shift_ns_;
+  std::string aligned_to_;  // the report export aligned to, or ""
   const TraceMeta* meta_ = nullptr;
   bool header_written_ = false;
   std::vector<uint32_t> depth_;
@@ -177,18 +331,40 @@ class NvtxtExporter : public Exporter {
  public:
   std::string_view name() const override { return "nvtxt"; }
   std::string_view description() const override {
-    return "NVTXT text for Nsight Systems' ImportNvtxt: ranges, marks, peak marks (CLOCK_MONOTONIC times)";
+    return "NVTXT text for Nsight Systems' ImportNvtxt: ranges, marks, peak marks (CLOCK_MONOTONIC_RAW times)";
   }
   void write(const ExportOptions& options) const override {
-    std::string base = options.nvtxt_time_base.empty() ? "ClockMonotonicRaw" : options.nvtxt_time_base;
+    std::string base = options.nvtxt_time_base.empty() ? (options.nvtxt_align.empty() ? "ClockMonotonicRaw" : "Manual")
+                                                       : options.nvtxt_time_base;
     if (base != "ClockMonotonicRaw" && base != "Manual")
       throw InputError(options.trace, "--nvtxt-time-base must be ClockMonotonicRaw or Manual, not '" + base + "'");
     ExportModelOptions model_options;
     model_options.categories = false;
     const ExportModel model = build_export_model(options.trace, model_options);
     warn_if_incomplete(model, options.warn);
+    const format::FileHeader& h = model.analysis.trace.header;
+    int64_t shift_ns = 0;
+    if (!options.nvtxt_align.empty()) {
+      const Alignment a = align_to_report(model, options.nvtxt_align);
+      shift_ns = a.shift_ns;
+      emit_warning(options.warn, fmt::format("aligned to {}: {} NVTX events paired, report time = trace time {} {} ns "
+                                             "(pairs within {} ns of each other)",
+                                             options.nvtxt_align, a.matched, shift_ns < 0 ? '-' : '+',
+                                             shift_ns < 0 ? -shift_ns : shift_ns, a.spread_ns));
+    } else if (base == "ClockMonotonicRaw" && h.monotonic_raw_ns) {
+      shift_ns = static_cast<int64_t>(h.monotonic_raw_ns) - static_cast<int64_t>(h.monotonic_ns);
+    } else if (base == "ClockMonotonicRaw") {
+      emit_warning(options.warn,
+                   fmt::format("{}: the trace has no CLOCK_MONOTONIC_RAW sample (an older recorder, or an import): "
+                               "its CLOCK_MONOTONIC times are written as they are, off Nsight's clock by the two "
+                               "clocks' difference (see docs/viewers.md)",
+                               options.trace));
+    }
     OutputFile out(options.output);
-    NvtxtWriter writer(model, out, base);
+    NvtxtWriter writer(model, out, base, shift_ns,
+                       options.nvtxt_align.empty()
+                           ? std::string()
+                           : std::string(std::filesystem::path(options.nvtxt_align).filename()));
     read_placed(options.trace, model.analysis.placement.get(), writer);
     out.commit();
   }

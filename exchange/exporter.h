@@ -40,6 +40,10 @@ struct ExportOptions {
   std::string calibration;
   // nvtxt: "ClockMonotonicRaw" (default) or "Manual"; see docs/viewers.md.
   std::string nvtxt_time_base;
+  // nvtxt: an `nsys export --type sqlite` of the report the file will be
+  // merged into; times are then placed on that report's own timeline by the
+  // NVTX events both tools saw (TimeBase = Manual). "" for none.
+  std::string nvtxt_align;
   // chrome: warn once the output passes this size (viewers load all of it).
   uint64_t chrome_warn_bytes = 100ull << 20;
   // Where warnings go (size limits, things a format cannot carry); stderr when empty.

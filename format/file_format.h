@@ -55,7 +55,11 @@ struct FileHeader {
   uint32_t parent_pid;    // the process this one was forked from, 0 if none
   uint32_t reserved0;
   char hostname[64];
-  uint8_t reserved1[12];
+  // CLOCK_MONOTONIC_RAW read right after monotonic_ns, 0 where unknown (files
+  // written before it was added carry zeros here): what Nsight Systems' clock
+  // is, for placing the trace on its timeline (exchange/export_nvtxt.cc).
+  uint64_t monotonic_raw_ns;
+  uint8_t reserved1[4];
   uint32_t header_crc;  // CRC-32C of every byte before this field
 };
 static_assert(sizeof(FileHeader) == 136, "FileHeader layout is part of format v1");

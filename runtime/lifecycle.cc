@@ -17,6 +17,7 @@ namespace psc::rt {
 
 extern uint64_t g_start_realtime_ns;
 extern uint64_t g_start_monotonic_ns;
+extern uint64_t g_start_monotonic_raw_ns;
 extern uint32_t g_parent_pid;
 
 namespace {
@@ -30,6 +31,7 @@ void set_phase(Phase p) { g_phase.store(static_cast<uint32_t>(p), std::memory_or
 void stamp_clocks() {
   g_start_realtime_ns = sys::realtime_ns();
   g_start_monotonic_ns = sys::monotonic_ns();
+  g_start_monotonic_raw_ns = sys::monotonic_raw_ns();
 }
 
 void before_fork() { writer_before_fork(); }

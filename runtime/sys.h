@@ -27,6 +27,12 @@ inline uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+inline uint64_t monotonic_raw_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 inline uint64_t realtime_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -29,6 +29,7 @@ namespace psc::rt {
 
 uint64_t g_start_realtime_ns = 0;
 uint64_t g_start_monotonic_ns = 0;
+uint64_t g_start_monotonic_raw_ns = 0;
 uint32_t g_parent_pid = 0;
 
 namespace {
@@ -245,6 +246,7 @@ bool open_file() {
             (g_config.reserved_level ? format::kHeaderReservedLevel : 0u);
   h.realtime_ns = g_start_realtime_ns;
   h.monotonic_ns = g_start_monotonic_ns;
+  h.monotonic_raw_ns = g_start_monotonic_raw_ns;
   h.parent_pid = g_parent_pid;
   gethostname(h.hostname, sizeof h.hostname - 1);
   g_file_bytes = 0;

@@ -35,6 +35,7 @@ format::FileHeader make_file_header(const TraceWriterOptions& options) {
   h.flags = options.flags;
   h.realtime_ns = options.realtime_ns;
   h.monotonic_ns = options.monotonic_ns;
+  h.monotonic_raw_ns = options.monotonic_raw_ns;
   h.header_crc = crc32c(&h, offsetof(format::FileHeader, header_crc));
   return h;
 }

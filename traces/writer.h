@@ -22,6 +22,7 @@ struct TraceWriterOptions {
   uint32_t flags = 0;  // format::HeaderFlag
   uint64_t realtime_ns = 0;
   uint64_t monotonic_ns = 0;
+  uint64_t monotonic_raw_ns = 0;  // 0: unknown
   std::string command;
   size_t chunk_bytes = 1u << 20;
 };

@@ -1,4 +1,5 @@
 // peakscope export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]
+//                  [--nvtxt-align REPORT.sqlite]
 //
 // Writes a trace in another tool's format (docs/viewers.md). Exit 0 on
 // success; 2 for bad usage, a file that is not a trace, or an output that
@@ -18,7 +19,8 @@ namespace psc::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: peakscope export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]";
+    "usage: peakscope export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]\n"
+    "                        [--nvtxt-align REPORT.sqlite]";
 
 std::string format_list() {
   std::string s = "formats:";
@@ -34,6 +36,7 @@ std::string format_list() {
   args.option({"-o", "--output"}, &o.output);
   args.option({"--calibration"}, &o.calibration);
   args.option({"--nvtxt-time-base"}, &o.nvtxt_time_base);
+  args.option({"--nvtxt-align"}, &o.nvtxt_align);
   args.positional(&o.trace, "trace");
   if (!args.parse(argc, argv)) return false;
   if (o.trace.empty()) args.fail("no trace given");
@@ -48,6 +51,11 @@ std::string format_list() {
     throw UsageError("--nvtxt-time-base applies to --format nvtxt only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && o.nvtxt_time_base != "ClockMonotonicRaw" && o.nvtxt_time_base != "Manual")
     throw UsageError("--nvtxt-time-base is ClockMonotonicRaw or Manual, not '" + o.nvtxt_time_base + "'");
+  if (!o.nvtxt_align.empty() && format != "nvtxt")
+    throw UsageError("--nvtxt-align applies to --format nvtxt only, not '" + format + "'");
+  if (!o.nvtxt_align.empty() && !o.nvtxt_time_base.empty() && o.nvtxt_time_base != "Manual")
+    throw UsageError("--nvtxt-align writes TimeBase = Manual; it cannot be combined with --nvtxt-time-base " +
+                     o.nvtxt_time_base);
   return true;
 }
 
