@@ -147,6 +147,27 @@ INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES(75,'NvtxDomainCreate','NvtxDomainCreate'
 INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES(76,'NvtxDomainDestroy','NvtxDomainDestroy');
 INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES(0,'TRACE_PROCESS_EVENT_CUDA_RUNTIME','TRACE_PROCESS_EVENT_CUDA_RUNTIME');
 INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES(1,'TRACE_PROCESS_EVENT_CUDA_DRIVER','TRACE_PROCESS_EVENT_CUDA_DRIVER');
+CREATE TABLE ANALYSIS_DETAILS (
+    globalVid                   INTEGER   NOT NULL,                    -- Serialized GlobalId.
+    duration                    INTEGER   NOT NULL,                    -- The total time span of the entire trace (ns).
+    startTime                   INTEGER   NOT NULL,                    -- Trace start timestamp in nanoseconds.
+    stopTime                    INTEGER   NOT NULL                     -- Trace stop timestamp in nanoseconds.
+);
+CREATE TABLE EXPORT_META_DATA (
+    name                        TEXT      NOT NULL,                    -- Name of export meta-data record
+    value                       TEXT                                   -- Value of export meta-data record
+);
+CREATE TABLE PEAKSCOPE_HOST_MEMORY_EVENTS (
+    -- Host memory (malloc, posix_memalign, ... of a --host recording): the
+    -- columns of CUDA_GPU_MEMORY_USAGE_EVENTS, kept out of Nsight's CUDA
+    -- tables; nameId names the call.
+    start                       INTEGER   NOT NULL,
+    globalTid                   INTEGER   NOT NULL,
+    address                     INTEGER   NOT NULL,
+    bytes                       INTEGER   NOT NULL,
+    memoryOperationType         INTEGER   NOT NULL,                    -- REFERENCES ENUM_CUDA_DEV_MEM_EVENT_OPER(id)
+    nameId                      INTEGER   NOT NULL                     -- REFERENCES StringIds(id)
+);
 CREATE TABLE PEAKSCOPE_INFO (
     -- peakscope: where this file came from, and what a round trip needs back.
     name                        TEXT      NOT NULL,

@@ -53,6 +53,8 @@ constexpr int64_t global_tid(uint32_t pid, uint32_t tid) {
   return (static_cast<int64_t>(pid & 0xFFFFFF) << 24) | static_cast<int64_t>(tid & 0xFFFFFF);
 }
 constexpr int64_t global_pid(uint32_t pid) { return global_tid(pid, 0); }
+// The VM's id (ANALYSIS_DETAILS.globalVid): our ids carry hardware and VM 0.
+constexpr int64_t global_vid() { return 0; }
 constexpr uint32_t pid_of(int64_t global) { return static_cast<uint32_t>((global >> 24) & 0xFFFFFF); }
 constexpr uint32_t tid_of(int64_t global) { return static_cast<uint32_t>(global & 0xFFFFFF); }
 

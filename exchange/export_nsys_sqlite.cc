@@ -60,6 +60,10 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
         nvtx_(db,
               "INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, text, globalTid, endGlobalTid, domainId, "
               "jsonText) VALUES (?,?,?,?,?,?,?,0,?)"),
+        host_(
+            db,
+            "INSERT INTO PEAKSCOPE_HOST_MEMORY_EVENTS (start, globalTid, address, bytes, memoryOperationType, nameId) "
+            "VALUES (?,?,?,?,?,?)"),
         order_(db, "INSERT INTO PEAKSCOPE_EVENT_ORDER (tableName, rowId, startOrder, endOrder) VALUES (?,?,?,?)"),
         string_(db, "INSERT INTO StringIds (id, value) VALUES (?,?)") {
     const format::FileHeader& h = model.analysis.trace.header;
@@ -201,8 +205,23 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   void memory_row(const ExportReplay::Allocation& a, const Event& at_event, int operation, Api api, uint64_t position) {
-    const int64_t correlation = ++correlation_;
     const int64_t t = at(at_event.time_ns);
+    last_time_ = std::max(last_time_, t);
+    if (a.memory == MemoryKind::kHost) {
+      // Not CUDA: Nsight's tables and `nsys stats` would list malloc as a
+      // CUDA call and the block as GPU memory of device -1.
+      host_.bind(1, t);
+      host_.bind(2, gtid(at_event.thread));
+      host_.bind(3, static_cast<int64_t>(a.address));
+      host_.bind(4, static_cast<int64_t>(a.bytes));
+      host_.bind(5, int64_t{operation});
+      host_.bind(6, string_id(api_name(api)));
+      host_.run();
+      pending_order_ = static_cast<int64_t>(position);
+      order("PEAKSCOPE_HOST_MEMORY_EVENTS", std::nullopt);
+      return;
+    }
+    const int64_t correlation = ++correlation_;
     runtime_.bind(1, t);
     runtime_.bind(2, t);
     runtime_.bind(3, int64_t{nsys::is_driver_api(api) ? nsys::kClassCudaDriver : nsys::kClassCudaRuntime});
@@ -263,14 +282,28 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
         s.run();
       }
     }
-    {
-      sqlite::Statement s(db_, "INSERT INTO META_DATA_EXPORT VALUES (?,?)");
-      for (const auto& [k, v] : {std::pair<const char*, std::string>{"EXPORT_PRODUCT_VERSION", "peakscope"},
+    // Both names of the export's metadata table: META_DATA_EXPORT (2024.6),
+    // EXPORT_META_DATA (2022.4, where `nsys stats` looks).
+    for (const char* table : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
+      sqlite::Statement s(db_, fmt::format("INSERT INTO {} VALUES (?,?)", table));
+      for (const auto& [k, v] : {std::pair<const char*, std::string>{"EXPORT_PRODUCT_NAME", "peakscope"},
+                                 {"EXPORT_PRODUCT_VERSION", "peakscope"},
                                  {"EXPORT_SCHEMA_VERSION", "3.16.1"}}) {
         s.bind(1, std::string_view(k));
         s.bind(2, v);
         s.run();
       }
+    }
+    {
+      // Times count from the session start, as in Nsight's exports, where
+      // startTime is the analysis' start on the report's own timeline.
+      const int64_t end = std::max(
+          last_time_, model_.analysis.trace.status.events ? at(model_.analysis.trace.last_time_ns) : int64_t{0});
+      sqlite::Statement s(db_, "INSERT INTO ANALYSIS_DETAILS VALUES (?,?,0,?)");
+      s.bind(1, nsys::global_vid());
+      s.bind(2, end);
+      s.bind(3, end);
+      s.run();
     }
     sqlite::Statement s(db_, "INSERT INTO PEAKSCOPE_INFO VALUES (?,?)");
     const std::pair<const char*, std::string> info[] = {
@@ -302,13 +335,14 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
   const ExportModel& model_;
   sqlite::Db& db_;
   ExportReplay replay_;
-  sqlite::Statement memory_, runtime_, nvtx_, order_, string_;
+  sqlite::Statement memory_, runtime_, nvtx_, host_, order_, string_;
   const TraceMeta* meta_ = nullptr;
   uint64_t session_start_ = 0;
   uint64_t utc_epoch_ns_ = 0;
   uint32_t pid_ = 0;
   int64_t correlation_ = 0;
   int64_t pending_order_ = 0;
+  int64_t last_time_ = 0;
   std::vector<std::vector<Open>> stacks_;
   std::unordered_map<uint64_t, StartOpen> starts_;
   std::vector<uint32_t> tids_;

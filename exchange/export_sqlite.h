@@ -64,6 +64,7 @@ class Statement {
   bool next();
   bool is_null(int column) const;
   int64_t integer(int column) const;
+  double real(int column) const;
   std::string text(int column) const;
 
  private:

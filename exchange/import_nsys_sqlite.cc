@@ -19,6 +19,7 @@
 //     round trip gives back the same events.
 // Not streaming: the rows of one process are read, sorted, then written.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -56,6 +57,7 @@ struct Item {
   Api api = Api::kImported;
   uint32_t name = kNoString;
   uint32_t payload = kNoString;
+  bool host_row = false;  // from PEAKSCOPE_HOST_MEMORY_EVENTS (row numbers its own)
 };
 
 enum Rank : int { kOpens = 0, kMarks = 1, kFrees = 2, kAllocs = 3, kCloses = 4 };
@@ -65,18 +67,28 @@ class NsysImport {
   NsysImport(const ImportOptions& options) : options_(options), db_(options.input, true) {}
 
   ImportSummary run() {
-    // A file that is not SQLite fails on the first statement.
-    if (!db_.has_table("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+    // A file that is not SQLite fails on the first statement. A run profiled
+    // without --cuda-memory-usage has no memory table, but its NVTX ranges
+    // and wave marks are what calibration reads: it imports as ranges only.
+    has_memory_ = db_.has_table("CUDA_GPU_MEMORY_USAGE_EVENTS");
+    has_host_ = db_.has_table("PEAKSCOPE_HOST_MEMORY_EVENTS");
+    if (!has_memory_ && !db_.has_table("NVTX_EVENTS"))
       throw InputError(options_.input,
-                       "no CUDA_GPU_MEMORY_USAGE_EVENTS table: not an `nsys export --type sqlite` of a run made with "
-                       "--cuda-memory-usage=true");
-    for (const char* column : {"start", "globalPid", "deviceId", "address", "bytes", "memKind", "memoryOperationType"})
-      if (!db_.has_column("CUDA_GPU_MEMORY_USAGE_EVENTS", column))
-        throw InputError(options_.input, std::string("CUDA_GPU_MEMORY_USAGE_EVENTS has no column ") + column);
+                       "neither CUDA_GPU_MEMORY_USAGE_EVENTS nor NVTX_EVENTS: not an `nsys export --type sqlite` of a "
+                       "run traced with nvtx or --cuda-memory-usage=true");
+    if (has_memory_)
+      for (const char* column :
+           {"start", "globalPid", "deviceId", "address", "bytes", "memKind", "memoryOperationType"})
+        if (!db_.has_column("CUDA_GPU_MEMORY_USAGE_EVENTS", column))
+          throw InputError(options_.input, std::string("CUDA_GPU_MEMORY_USAGE_EVENTS has no column ") + column);
+    if (db_.has_table("NVTX_EVENTS") && !db_.has_column("NVTX_EVENTS", "globalTid"))
+      throw InputError(options_.input, "NVTX_EVENTS has no column globalTid");
     choose_process();
     read_info();
     read_strings();
-    read_memory();
+    read_domains();
+    if (has_memory_) read_memory();
+    if (has_host_) read_host_memory();
     read_runtime();
     read_nvtx();
     read_order();
@@ -102,20 +114,41 @@ class NsysImport {
     return id;
   }
 
+  // The process whose memory rows (or, without any, whose NVTX events) the
+  // file holds; --pid chooses among several.
   void choose_process() {
-    sqlite::Statement s(db_, "SELECT DISTINCT globalPid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY globalPid");
     std::vector<uint32_t> pids;
-    while (s.next()) pids.push_back(nsys::pid_of(s.integer(0)));
+    const char* source = "CUDA_GPU_MEMORY_USAGE_EVENTS";
+    if (has_memory_) {
+      sqlite::Statement s(db_, "SELECT DISTINCT globalPid FROM CUDA_GPU_MEMORY_USAGE_EVENTS");
+      while (s.next()) pids.push_back(nsys::pid_of(s.integer(0)));
+    }
+    if (has_host_) {
+      sqlite::Statement s(db_, "SELECT DISTINCT globalTid >> 24 & 16777215 FROM PEAKSCOPE_HOST_MEMORY_EVENTS");
+      while (s.next()) pids.push_back(static_cast<uint32_t>(s.integer(0)));
+    }
+    if (pids.empty() && db_.has_table("NVTX_EVENTS")) {
+      source = "NVTX_EVENTS";
+      sqlite::Statement s(db_,
+                          "SELECT DISTINCT globalTid >> 24 & 16777215 FROM NVTX_EVENTS WHERE eventType IN "
+                          "(34, 59, 60, 70, 71)");
+      while (s.next()) pids.push_back(static_cast<uint32_t>(s.integer(0)));
+    }
+    std::sort(pids.begin(), pids.end());
     pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-    if (pids.empty()) throw InputError(options_.input, "CUDA_GPU_MEMORY_USAGE_EVENTS has no rows");
+    if (pids.empty())
+      throw InputError(options_.input, "no GPU memory rows and no NVTX ranges or marks: nothing to import");
+    ranges_only_ = std::string_view(source) == "NVTX_EVENTS";
     if (options_.pid) {
       if (std::find(pids.begin(), pids.end(), options_.pid) == pids.end())
-        throw InputError(options_.input, fmt::format("no memory events of pid {} (there are: {})", options_.pid,
-                                                     fmt::join(pids, ", ")));
+        throw InputError(options_.input,
+                         fmt::format("no {} of pid {} (there are: {})", ranges_only_ ? "NVTX events" : "memory events",
+                                     options_.pid, fmt::join(pids, ", ")));
       pid_ = options_.pid;
     } else if (pids.size() > 1) {
-      throw InputError(options_.input, fmt::format("memory events of {} processes ({}); choose one with --pid",
-                                                   pids.size(), fmt::join(pids, ", ")));
+      throw InputError(options_.input,
+                       fmt::format("{} of {} processes ({}); choose one with --pid",
+                                   ranges_only_ ? "NVTX events" : "memory events", pids.size(), fmt::join(pids, ", ")));
     } else {
       pid_ = pids[0];
     }
@@ -172,6 +205,28 @@ class NsysImport {
     }
   }
 
+  // Domain names (NvtxDomainCreate rows: text, domainId) of our process; its
+  // events are named `<domain>::<message>`, as the recorder names them
+  // (docs/nvtx.md).
+  void read_domains() {
+    if (!db_.has_table("NVTX_EVENTS") || !db_.has_column("NVTX_EVENTS", "domainId")) return;
+    const bool has_text_id = db_.has_column("NVTX_EVENTS", "textId");
+    sqlite::Statement s(db_, fmt::format("SELECT domainId, text, {} FROM NVTX_EVENTS WHERE eventType = {} AND "
+                                         "globalTid >> 24 & 16777215 = ? AND domainId IS NOT NULL",
+                                         has_text_id ? "textId" : "NULL", nsys::kNvtxDomainCreate));
+    s.bind(1, int64_t{pid_});
+    while (s.next()) {
+      const std::string name = nvtx_text(s, 1, 2);
+      if (!name.empty() && s.integer(0) != 0) domains_[s.integer(0)] = name;
+    }
+  }
+
+  std::string domain_prefixed(const std::string& text, const sqlite::Statement& s, int domain) const {
+    if (domain < 0 || s.is_null(domain) || s.integer(domain) == 0) return text;
+    auto it = domains_.find(s.integer(domain));
+    return (it != domains_.end() ? it->second : std::string("(unknown domain)")) + "::" + text;
+  }
+
   uint64_t time(int64_t start) const { return base_ns_ + static_cast<uint64_t>(start); }
 
   void read_memory() {
@@ -222,6 +277,48 @@ class NsysImport {
     still_live_ = live.size();
   }
 
+  // Host memory a peakscope export kept out of Nsight's CUDA tables: its
+  // thread and call are in the row.
+  void read_host_memory() {
+    sqlite::Statement s(db_,
+                        "SELECT rowid, start, globalTid, address, bytes, memoryOperationType, nameId FROM "
+                        "PEAKSCOPE_HOST_MEMORY_EVENTS WHERE globalTid >> 24 & 16777215 = ? ORDER BY rowid");
+    s.bind(1, int64_t{pid_});
+    std::map<uint64_t, uint64_t> live;
+    while (s.next()) {
+      const uint64_t row = static_cast<uint64_t>(s.integer(0));
+      Item it;
+      it.row = row;
+      it.host_row = true;
+      it.time_ns = time(checked(s, 1, "start", 0, INT64_MAX / 2, row));
+      it.thread = s.integer(2);
+      it.device = -1;
+      it.memory = MemoryKind::kHost;
+      it.address = static_cast<uint64_t>(s.integer(3));
+      it.bytes = static_cast<uint64_t>(checked(s, 4, "bytes", 0, INT64_MAX, row));
+      auto name = string_ids_.find(s.integer(6));
+      it.api = name != string_ids_.end() ? nsys::api_of(name->second) : Api::kImported;
+      const int64_t operation = s.integer(5);
+      if (operation == nsys::kOperAllocation) {
+        it.kind = EventKind::kAlloc;
+        it.rank = kAllocs;
+        ++allocations_;
+        if (!live.emplace(it.address, it.bytes).second) ++replaced_;
+      } else if (operation == nsys::kOperDeallocation) {
+        it.kind = EventKind::kFree;
+        it.rank = kFrees;
+        ++frees_;
+        if (live.erase(it.address) == 0) ++unmatched_frees_;
+      } else {
+        ++unknown_operations_;
+        continue;
+      }
+      items_.push_back(it);
+      ++host_rows_;
+    }
+    still_live_ += live.size();
+  }
+
   // Each memory row's thread and API, from the API call it came from.
   void read_runtime() {
     const bool usable = db_.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") &&
@@ -256,7 +353,7 @@ class NsysImport {
     for (const Item& it : items_) unknown_thread_events_ += it.thread == kUnknownThread;
   }
 
-  std::string nvtx_text(const sqlite::Statement& s, int text, int text_id) {
+  std::string nvtx_text(const sqlite::Statement& s, int text, int text_id) const {
     if (!s.is_null(text)) return s.text(text);
     if (!s.is_null(text_id)) {
       auto it = string_ids_.find(s.integer(text_id));
@@ -272,10 +369,13 @@ class NsysImport {
         throw InputError(options_.input, std::string("NVTX_EVENTS has no column ") + column);
     auto optional = [&](const char* column) { return db_.has_column("NVTX_EVENTS", column) ? column : "NULL"; };
     sqlite::Statement s(
-        db_, fmt::format("SELECT rowid, start, end, eventType, {}, {}, {}, globalTid, {}, {}, {} FROM NVTX_EVENTS "
-                         "WHERE eventType IN (34, 59, 60, 70, 71) AND globalTid >> 24 & 16777215 = ? ORDER BY rowid",
+        db_, fmt::format("SELECT rowid, start, end, eventType, {}, {}, {}, globalTid, {}, {}, {}, {}, {}, {}, {}, {}, "
+                         "{}, {} FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60, 70, 71) AND globalTid >> 24 & "
+                         "16777215 = ? ORDER BY rowid",
                          optional("rangeId"), optional("text"), optional("textId"), optional("endGlobalTid"),
-                         optional("jsonText"), optional("jsonTextId")));
+                         optional("jsonText"), optional("jsonTextId"), optional("domainId"), optional("uint64Value"),
+                         optional("int64Value"), optional("uint32Value"), optional("int32Value"),
+                         optional("doubleValue"), optional("floatValue")));
     s.bind(1, int64_t{pid_});
     while (s.next()) {
       const uint64_t row = static_cast<uint64_t>(s.integer(0));
@@ -287,9 +387,15 @@ class NsysImport {
         end = start;
       }
       const int type = static_cast<int>(s.integer(3));
-      const uint32_t name = intern(nvtx_text(s, 5, 6));
-      const int64_t thread = s.integer(7);
+      std::string text = nvtx_text(s, 5, 6);
       std::string payload = nvtx_text(s, 9, 10);
+      // `wave {"tokens": ...}`: the mark `wave` with that payload, as the
+      // recorder splits an NVTX mark's message.
+      if (type == nsys::kNvtxMark && payload.empty()) split_mark_message(&text, &payload);
+      if (type == nsys::kNvtxMark && payload.empty()) payload = numeric_payload(s, 12);
+      if (text.empty() && type != nsys::kNvtxMark) text = "(unnamed)";  // as the recorder names it
+      const uint32_t name = intern(domain_prefixed(text, s, 11));
+      const int64_t thread = s.integer(7);
       Item open;
       open.row = row;
       open.time_ns = start;
@@ -336,14 +442,41 @@ class NsysImport {
     }
   }
 
+  // A mark's numeric NVTX payload (Nsight's uint64Value ... floatValue
+  // columns from `first`) as the recorder writes it: {"payload": N}, doubles
+  // with up to six decimals; "" when there is none.
+  static std::string numeric_payload(const sqlite::Statement& s, int first) {
+    for (int c = first; c < first + 4; ++c)
+      if (!s.is_null(c)) return fmt::format("{{\"payload\": {}}}", s.text(c));
+    for (int c = first + 4; c < first + 6; ++c) {
+      if (s.is_null(c)) continue;
+      const double v = s.real(c);
+      if (!std::isfinite(v)) return "{\"payload\": null}";
+      std::string digits = fmt::format("{:.6f}", v);
+      while (digits.back() == '0') digits.pop_back();
+      if (digits.back() == '.') digits.pop_back();
+      return fmt::format("{{\"payload\": {}}}", digits);
+    }
+    return "";
+  }
+
+  // `<name> {<json>}` -> name, payload (interpose/nvtx_names.cc, mark_text).
+  static void split_mark_message(std::string* text, std::string* payload) {
+    const size_t brace = text->find(" {");
+    if (brace == std::string::npos || brace == 0 || text->back() != '}') return;
+    *payload = text->substr(brace + 1);
+    text->resize(brace);
+  }
+
   // The exact order a peakscope export recorded; used only when it covers
   // every row, else the time order stands.
   void read_order() {
     if (!db_.has_table("PEAKSCOPE_EVENT_ORDER")) return;
-    std::unordered_map<uint64_t, std::pair<int64_t, std::optional<int64_t>>> memory, nvtx;
+    std::unordered_map<uint64_t, std::pair<int64_t, std::optional<int64_t>>> memory, nvtx, host;
     sqlite::Statement s(db_, "SELECT tableName, rowId, startOrder, endOrder FROM PEAKSCOPE_EVENT_ORDER");
     while (s.next()) {
-      auto& table = s.text(0) == "NVTX_EVENTS" ? nvtx : memory;
+      const std::string table_name = s.text(0);
+      auto& table = table_name == "NVTX_EVENTS" ? nvtx : table_name == "PEAKSCOPE_HOST_MEMORY_EVENTS" ? host : memory;
       table[static_cast<uint64_t>(s.integer(1))] = {s.integer(2),
                                                     s.is_null(3) ? std::nullopt : std::optional<int64_t>(s.integer(3))};
     }
@@ -351,7 +484,7 @@ class NsysImport {
     for (size_t i = 0; i < items_.size(); ++i) {
       const Item& it = items_[i];
       if (it.kind != EventKind::kAlloc && it.kind != EventKind::kFree) continue;
-      auto o = memory.find(it.row);
+      auto o = (it.host_row ? host : memory).find(it.row);
       if (o == memory.end() || o->second.first < 0) return;
       orders[i] = static_cast<uint64_t>(o->second.first);
     }
@@ -420,6 +553,7 @@ class NsysImport {
     wo.realtime_ns = utc_epoch_ns_;
     wo.monotonic_ns = base_ns_;
     wo.command = command_;
+    if (host_rows_) wo.flags |= format::kHeaderHostMode;
     if (next_index > TraceWriter::kMaxThreads)
       throw InputError(options_.input,
                        fmt::format("{} threads; a trace holds at most {}", index.size(), TraceWriter::kMaxThreads));
@@ -482,6 +616,9 @@ class NsysImport {
     summary.events = writer.events_written();
     summary.lines = {
         fmt::format("process: pid {}", pid_),
+        ranges_only_ ? std::string("memory events: none (the file has no GPU memory rows of this process: profile "
+                                   "with --cuda-memory-usage=true for them); ranges and marks only")
+                     : std::string(),
         fmt::format("memory events: {} allocations, {} frees ({} matched no allocation), {} still live at the end{}",
                     allocations_, frees_, unmatched_frees_, still_live_,
                     replaced_ ? fmt::format(", {} allocations over a live address", replaced_) : ""),
@@ -493,6 +630,7 @@ class NsysImport {
                         : ""),
         exact_order_ ? "order: exact (PEAKSCOPE_EVENT_ORDER)" : "order: by time",
     };
+    summary.lines.erase(std::remove(summary.lines.begin(), summary.lines.end(), std::string()), summary.lines.end());
     if (unknown_operations_)
       summary.lines.push_back(fmt::format("skipped: {} memory rows of unknown operation type", unknown_operations_));
     if (ranges_ending_before_start_)
@@ -512,6 +650,11 @@ class NsysImport {
   uint64_t base_ns_ = 0;
   bool reserved_ = false;
   bool exact_order_ = false;
+  bool has_memory_ = false;
+  bool has_host_ = false;
+  uint64_t host_rows_ = 0;
+  bool ranges_only_ = false;
+  std::unordered_map<int64_t, std::string> domains_;
   std::string command_;
   std::map<std::string, std::string> info_;
   std::unordered_map<int64_t, std::string> string_ids_;
