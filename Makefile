@@ -58,7 +58,7 @@ CAPI_MAP := tools/capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: FORCE all deps deps-torch run test unit integration python-tests bench lint format clean
+.PHONY: FORCE all deps deps-torch deps-viewers run test unit integration python-tests bench lint format clean
 all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
 # Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
@@ -72,6 +72,12 @@ $(DEPS_STAMP):
 	@mkdir -p $(BUILD) && touch $@
 deps-torch:
 	@tools/ensure-deps torch
+
+# The real programs the viewer tests open exports with: Chromium, protoc,
+# Nsight Systems (tests/html, tests/unit/export_perfetto_test.cc, tests/nsys).
+deps-viewers:
+	@tools/ensure-deps viewers
+	@tools/ensure-deps nsys
 
 # ---- generated ----------------------------------------------------------------
 # The pricing fingerprint that reports carry (pricing/pricing_fingerprint.h),
@@ -136,7 +142,7 @@ $(BENCH): $(BENCH_OBJS) $(LIBS)
 run: all deps-torch
 	@tools/run-default
 
-test: all $(UNIT) $(TEST_EXTRA) deps-torch
+test: all $(UNIT) $(TEST_EXTRA) deps-torch deps-viewers
 	@tools/run-tests
 
 unit: $(UNIT)

@@ -1,6 +1,7 @@
 // `export --format perfetto`: Perfetto's native protobuf trace (a `Trace` of
 // `TracePacket`s), written packet by packet while the trace is read once more,
-// so memory is O(live allocations + open ranges + threads), never O(events).
+// so memory is O(live allocations + open ranges + threads + tracks), never
+// O(events).
 //
 // What it holds (docs/viewers.md):
 //   - one process track; a thread track per recorder thread, with NVTX / psc
@@ -12,15 +13,30 @@
 //     named by its category, with bytes / address / range as arguments;
 //   - instants on a "peaks" track at the trace's peak and at each wave's peak;
 //   - counters the recorder sampled (kCounter) as counter tracks.
-// Names are interned (InternedData.event_names / debug_annotation_names) on
-// one trusted packet sequence; timestamps are CLOCK_MONOTONIC, declared with a
-// ClockSnapshot (primary trace clock MONOTONIC, REALTIME from the header).
 //
-// Field numbers: perfetto/protos/perfetto/trace/trace_packet.proto,
-// track_event/track_event.proto, track_descriptor.proto,
-// counter_descriptor.proto, debug_annotation.proto, interned_data.proto,
-// clock_snapshot.proto (see docs/viewers.md for the list and sources).
+// Size is what Perfetto's own SDK does to keep a TrackEvent small, on one
+// trusted packet sequence:
+//   - every repeated string is interned once (InternedData): event names,
+//     argument names, and argument values such as range labels and payloads;
+//     iids and track uuids are numbered from 1 in order of first use, so the
+//     common ones are one-byte varints;
+//   - timestamps are deltas on a clock of the sequence's own (id 64,
+//     is_incremental, declared in the ClockSnapshot beside MONOTONIC and
+//     REALTIME, and made every packet's clock by TracePacketDefaults); a
+//     packet earlier than the one before it (threads take seq and time in
+//     either order) gives its MONOTONIC time and clock id instead, which
+//     leaves the delta clock where it was;
+//   - an allocation's counter updates (its category and its device's total)
+//     ride on its lane slice's begin and end as extra_counter_values, not as
+//     packets of their own;
+//   - a track, or a pair of counter tracks, that a run of events names is
+//     named once by TrackEventDefaults instead (see "defaults" below).
+// What is left is mostly content: on a training-like trace, of about 44
+// bytes an event, 12 are the two counter values and 13 the arguments.
+// Counters of the other memory level and those the recorder sampled stay
+// TYPE_COUNTER events: they change without a slice to carry them.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,99 +47,44 @@
 #include "exchange/export_model.h"
 #include "exchange/export_output.h"
 #include "exchange/export_protobuf.h"
+#include "exchange/perfetto_schema.h"
 
 namespace psc {
 namespace {
 
-namespace field {
-// Trace
-constexpr uint32_t kTracePacket = 1;
-// TracePacket
-constexpr uint32_t kClockSnapshot = 6;
-constexpr uint32_t kTimestamp = 8;
-constexpr uint32_t kTrustedSequenceId = 10;
-constexpr uint32_t kTrackEvent = 11;
-constexpr uint32_t kInternedData = 12;
-constexpr uint32_t kSequenceFlags = 13;
-constexpr uint32_t kPacketDefaults = 59;
-constexpr uint32_t kTrackDescriptor = 60;
-// TracePacketDefaults
-constexpr uint32_t kDefaultsClockId = 58;
-// ClockSnapshot / ClockSnapshot.Clock
-constexpr uint32_t kClocks = 1;
-constexpr uint32_t kPrimaryTraceClock = 2;
-constexpr uint32_t kClockId = 1;
-constexpr uint32_t kClockTimestamp = 2;
-// TrackDescriptor
-constexpr uint32_t kTrackUuid = 1;
-constexpr uint32_t kTrackName = 2;
-constexpr uint32_t kTrackProcess = 3;
-constexpr uint32_t kTrackThread = 4;
-constexpr uint32_t kTrackParent = 5;
-constexpr uint32_t kTrackCounter = 8;
-// ProcessDescriptor
-constexpr uint32_t kProcessPid = 1;
-constexpr uint32_t kProcessName = 6;
-// ThreadDescriptor
-constexpr uint32_t kThreadPid = 1;
-constexpr uint32_t kThreadTid = 2;
-constexpr uint32_t kThreadName = 5;
-// CounterDescriptor
-constexpr uint32_t kCounterUnit = 3;
-// TrackEvent
-constexpr uint32_t kEventDebugAnnotations = 4;
-constexpr uint32_t kEventType = 9;
-constexpr uint32_t kEventNameIid = 10;
-constexpr uint32_t kEventTrackUuid = 11;
-constexpr uint32_t kEventName = 23;
-constexpr uint32_t kEventCounterValue = 30;
-// DebugAnnotation
-constexpr uint32_t kAnnotationNameIid = 1;
-constexpr uint32_t kAnnotationUint = 3;
-constexpr uint32_t kAnnotationString = 6;
-constexpr uint32_t kAnnotationPointer = 7;
-// InternedData, EventName / DebugAnnotationName
-constexpr uint32_t kInternedEventNames = 2;
-constexpr uint32_t kInternedAnnotationNames = 3;
-constexpr uint32_t kInternedIid = 1;
-constexpr uint32_t kInternedName = 2;
-}  // namespace field
+namespace pf = perfetto;
 
-constexpr uint32_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;  // TrackEvent.Type
-constexpr uint32_t kClockRealtime = 1, kClockMonotonic = 3;                     // BuiltinClock
-constexpr uint32_t kIncrementalStateCleared = 1, kNeedsIncrementalState = 2;    // SequenceFlags
-constexpr uint32_t kUnitSizeBytes = 3;                                          // CounterDescriptor.Unit
 constexpr uint32_t kSequence = 1;
+constexpr uint32_t kDeltaClock = pf::clock::kFirstSequenceClock;
+// A device's counter tracks: one per category, then its total and the other level's.
+constexpr size_t kTotalSlot = kCategoryCount, kOtherLevelSlot = kCategoryCount + 1;
+constexpr size_t kMemorySlots = kCategoryCount + 2;
 
-// Track uuids: the kind above bit 40, the rest says which one. Small enough
-// to stay a short varint: every event packet carries one.
-constexpr uint64_t kProcessTrack = 1;
-constexpr uint64_t kKindThread = 1ull << 40, kKindMemory = 2ull << 40, kKindLane = 3ull << 40,
-                   kKindRangeLane = 4ull << 40, kKindCounter = 5ull << 40, kPeaksTrack = 6ull << 40;
-constexpr uint64_t kGroupLane = 0xFFFFFFull;  // lanes are below it; more are folded onto the last one
-constexpr uint32_t kMaxLane = 0xFFFFFE;
-constexpr uint32_t kTotalSlot = 15, kOtherLevelSlot = 16;
+// Argument names of our own (DebugAnnotationName).
+enum Arg : size_t { kArgBytes, kArgAddress, kArgRange, kArgPayload };
+constexpr const char* kArgNames[] = {"bytes", "address", "range", "payload"};
 
-// Interned names of our own live above every trace string id.
-constexpr uint64_t kOwnNames = 1ull << 40;
-enum OwnName : uint64_t {
-  kNameCategory0 = 0,
-  kNameBytes = kCategoryCount,
-  kNameAddress,
-  kNameRange,
-  kNamePayload,
-  kOwnNameCount
-};
-const char* own_name(uint64_t n) {
-  if (n < static_cast<uint64_t>(kCategoryCount)) return category_name(static_cast<Category>(n));
-  switch (n) {
-    case kNameBytes: return "bytes";
-    case kNameAddress: return "address";
-    case kNameRange: return "range";
-    case kNamePayload: return "payload";
+// One InternedData table: iids from 1 in order of first use.
+class InternTable {
+ public:
+  // `fresh` is set when this is the key's first use: the caller interns it.
+  uint64_t iid(size_t key, bool* fresh) {
+    if (key >= iids_.size()) iids_.resize(key + 1, 0);
+    *fresh = iids_[key] == 0;
+    if (*fresh) iids_[key] = next_++;
+    return iids_[key];
   }
-  return "";
-}
+
+ private:
+  std::vector<uint64_t> iids_;  // by key; 0 until interned
+  uint64_t next_ = 1;
+};
+
+// Slice tracks under one parent, "lane 0", "lane 1", ..., described as first used.
+struct LaneGroup {
+  uint64_t uuid = 0;  // the parent; 0 until described
+  std::vector<uint64_t> lanes;
+};
 
 std::string device_label(int16_t device) { return device < 0 ? "host" : fmt::format("device {}", device); }
 
@@ -177,7 +138,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     while (next_mark_ < marks_.size()) emit_mark(marks_[next_mark_++]);
     // Thread names the recorder wrote after a thread's first event.
     for (uint32_t t = 0; t < described_name_.size(); ++t)
-      if (thread_known_[t] && thread_name(t) != described_name_[t]) describe_thread(t);
+      if (thread_uuid_[t] && thread_name(t) != described_name_[t]) describe_thread(t);
   }
 
  private:
@@ -191,57 +152,55 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   // ---- packets ----------------------------------------------------------------
 
   void emit(const proto::Buffer& packet) {
-    proto::Buffer& framed = framed_;
-    framed.clear();
-    framed.message(field::kTracePacket, packet);
-    out_.write(framed.data());
+    framed_.clear();
+    framed_.message(pf::trace::kPacket, packet);
+    out_.write(framed_.data());
   }
 
+  // One packet clears the sequence's incremental state, sets its defaults and
+  // declares its clocks, as Perfetto's SDK does when it starts a sequence.
   void write_preamble(const TraceMeta& meta) {
     preamble_written_ = true;
-    proto::Buffer clock, clocks, packet;
-    clock.varint(field::kClockId, kClockMonotonic);
-    clock.varint(field::kClockTimestamp, meta.header.monotonic_ns);
-    clocks.message(field::kClocks, clock);
-    clock.clear();
-    clock.varint(field::kClockId, kClockRealtime);
-    clock.varint(field::kClockTimestamp, meta.header.realtime_ns);
-    clocks.message(field::kClocks, clock);
-    clocks.varint(field::kPrimaryTraceClock, kClockMonotonic);
-    packet.message(field::kClockSnapshot, clocks);
-    packet.varint(field::kTimestamp, meta.header.monotonic_ns);
-    packet.varint(field::kTrustedSequenceId, kSequence + 1);
+    proto::Buffer clocks, defaults, packet;
+    add_clock(clocks, pf::clock::kMonotonic, meta.header.monotonic_ns, false);
+    add_clock(clocks, pf::clock::kRealtime, meta.header.realtime_ns, false);
+    add_clock(clocks, kDeltaClock, meta.header.monotonic_ns, true);
+    clocks.varint(pf::clock_snapshot::kPrimaryTraceClock, pf::clock::kMonotonic);
+    defaults.varint(pf::defaults::kTimestampClockId, kDeltaClock);
+    packet.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet.varint(pf::packet::kSequenceFlags, pf::packet::kIncrementalStateCleared);
+    packet.message(pf::packet::kDefaults, defaults);
+    packet.message(pf::packet::kClockSnapshot, clocks);
     emit(packet);
-
-    proto::Buffer defaults;
-    defaults.varint(field::kDefaultsClockId, kClockMonotonic);
-    packet.clear();
-    packet.varint(field::kTrustedSequenceId, kSequence);
-    packet.varint(field::kSequenceFlags, kIncrementalStateCleared);
-    packet.message(field::kPacketDefaults, defaults);
-    emit(packet);
+    clock_ns_ = meta.header.monotonic_ns;  // the delta clock's first value
 
     proto::Buffer process, track;
-    const uint32_t pid = meta.header.pid ? meta.header.pid : 1;
-    process.varint(field::kProcessPid, pid);
+    process_uuid_ = new_uuid();
+    process.varint(pf::process::kPid, pid());
     std::string name = meta.command.empty() ? "peakscope trace" : meta.command;
     if (name.size() > 200) name = name.substr(0, 200) + "...";
-    process.string(field::kProcessName, name);
-    track.varint(field::kTrackUuid, kProcessTrack);
-    track.message(field::kTrackProcess, process);
+    process.string(pf::process::kName, name);
+    track.varint(pf::track::kUuid, process_uuid_);
+    track.message(pf::track::kProcess, process);
     emit_descriptor(track);
 
-    track.clear();
-    track.varint(field::kTrackUuid, kPeaksTrack);
-    track.varint(field::kTrackParent, kProcessTrack);
-    track.string(field::kTrackName, "peaks");
-    emit_descriptor(track);
+    peaks_uuid_ = new_uuid();
+    describe_track(peaks_uuid_, process_uuid_, "peaks");
+  }
+
+  static void add_clock(proto::Buffer& clocks, uint32_t id, uint64_t timestamp, bool incremental) {
+    proto::Buffer clock;
+    clock.varint(pf::clock::kId, id);
+    clock.varint(pf::clock::kTimestamp, timestamp);
+    if (incremental) clock.varint(pf::clock::kIsIncremental, 1);
+    clocks.message(pf::clock_snapshot::kClocks, clock);
   }
 
   void emit_descriptor(const proto::Buffer& track) {
     packet_.clear();
-    packet_.varint(field::kTrustedSequenceId, kSequence);
-    packet_.message(field::kTrackDescriptor, track);
+    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
+    packet_.message(pf::packet::kTrackDescriptor, track);
     emit(packet_);
   }
 
@@ -249,65 +208,81 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   // for the first time.
   void emit_event(uint64_t time_ns) {
     packet_.clear();
-    packet_.varint(field::kTimestamp, time_ns);
-    packet_.varint(field::kTrustedSequenceId, kSequence);
-    packet_.varint(field::kSequenceFlags, kNeedsIncrementalState);
-    packet_.message(field::kTrackEvent, event_);
+    if (time_ns >= clock_ns_) {
+      packet_.varint(pf::packet::kTimestamp, time_ns - clock_ns_);
+      clock_ns_ = time_ns;
+    } else {  // before the last packet: a delta clock cannot go back
+      packet_.varint(pf::packet::kTimestamp, time_ns);
+      packet_.varint(pf::packet::kTimestampClockId, pf::clock::kMonotonic);
+    }
+    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
+    packet_.message(pf::packet::kTrackEvent, event_);
     if (!interned_.empty()) {
-      packet_.message(field::kInternedData, interned_);
+      packet_.message(pf::packet::kInternedData, interned_);
       interned_.clear();
     }
     emit(packet_);
+    if (defaults_pending_) {
+      defaults_pending_ = false;
+      write_defaults();
+    }
   }
 
   // ---- interning --------------------------------------------------------------
 
-  uint64_t trace_name_iid(StringId id) {
-    if (id.value >= trace_interned_.size()) trace_interned_.resize(size_t{id.value} + 1, false);
-    if (!trace_interned_[id.value]) {
-      trace_interned_[id.value] = true;
-      add_interned(field::kInternedEventNames, id.value, meta_->string(id));
-    }
-    return id.value;
+  // Event names: categories, then the trace's strings.
+  uint64_t category_iid(Category c) {
+    bool fresh = false;
+    const uint64_t iid = event_names_.iid(static_cast<size_t>(c), &fresh);
+    if (fresh) add_interned(pf::interned::kEventNames, iid, category_name(c));
+    return iid;
   }
-  uint64_t own_iid(uint64_t n, uint32_t table) {
-    const size_t slot = static_cast<size_t>(n) * 2 + (table == field::kInternedAnnotationNames);
-    if (!own_interned_[slot]) {
-      own_interned_[slot] = true;
-      add_interned(table, kOwnNames + n, own_name(n));
-    }
-    return kOwnNames + n;
+  uint64_t name_iid(StringId id) {
+    bool fresh = false;
+    const uint64_t iid = event_names_.iid(kCategoryCount + size_t{id.value}, &fresh);
+    if (fresh) add_interned(pf::interned::kEventNames, iid, meta_->string(id));
+    return iid;
+  }
+  uint64_t arg_iid(Arg arg) {
+    bool fresh = false;
+    const uint64_t iid = arg_names_.iid(arg, &fresh);
+    if (fresh) add_interned(pf::interned::kAnnotationNames, iid, kArgNames[arg]);
+    return iid;
+  }
+  uint64_t string_value_iid(StringId id) {
+    bool fresh = false;
+    const uint64_t iid = string_values_.iid(id.value, &fresh);
+    if (fresh) add_interned(pf::interned::kAnnotationStringValues, iid, meta_->string(id));
+    return iid;
   }
   void add_interned(uint32_t table, uint64_t iid, std::string_view name) {
     entry_.clear();
-    entry_.varint(field::kInternedIid, iid);
-    entry_.string(field::kInternedName, name);
+    entry_.varint(pf::interned::kIid, iid);
+    entry_.string(pf::interned::kName, name);
     interned_.message(table, entry_);
   }
 
-  void annotate_uint(uint64_t name, uint64_t value) {
-    const uint64_t iid = own_iid(name, field::kInternedAnnotationNames);
+  // value_field: DebugAnnotation's uint_value, pointer_value or string_value_iid.
+  void annotate(Arg arg, uint32_t value_field, uint64_t value) {
     scratch_.clear();
-    scratch_.varint(field::kAnnotationNameIid, iid);
-    scratch_.varint(field::kAnnotationUint, value);
-    event_.message(field::kEventDebugAnnotations, scratch_);
-  }
-  void annotate_pointer(uint64_t name, uint64_t value) {
-    const uint64_t iid = own_iid(name, field::kInternedAnnotationNames);
-    scratch_.clear();
-    scratch_.varint(field::kAnnotationNameIid, iid);
-    scratch_.varint(field::kAnnotationPointer, value);
-    event_.message(field::kEventDebugAnnotations, scratch_);
-  }
-  void annotate_string(uint64_t name, std::string_view value) {
-    const uint64_t iid = own_iid(name, field::kInternedAnnotationNames);
-    scratch_.clear();
-    scratch_.varint(field::kAnnotationNameIid, iid);
-    scratch_.string(field::kAnnotationString, value);
-    event_.message(field::kEventDebugAnnotations, scratch_);
+    scratch_.varint(pf::annotation::kNameIid, arg_iid(arg));
+    scratch_.varint(value_field, value);
+    event_.message(pf::event::kDebugAnnotations, scratch_);
   }
 
   // ---- tracks -----------------------------------------------------------------
+
+  uint64_t new_uuid() { return next_uuid_++; }
+  uint32_t pid() const { return meta_->header.pid ? meta_->header.pid : 1; }
+
+  void describe_track(uint64_t uuid, uint64_t parent, std::string_view name) {
+    proto::Buffer track;
+    track.varint(pf::track::kUuid, uuid);
+    track.varint(pf::track::kParentUuid, parent);
+    track.string(pf::track::kName, name);
+    emit_descriptor(track);
+  }
 
   std::string thread_name(uint32_t t) const {
     if (t < meta_->threads.size() && !meta_->threads[t].name.empty()) return meta_->threads[t].name;
@@ -315,38 +290,39 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   void describe_thread(uint32_t t) {
-    const uint32_t pid = meta_->header.pid ? meta_->header.pid : 1;
     uint64_t tid = t < meta_->threads.size() ? meta_->threads[t].os_tid : 0;
     if (tid == 0 || tid > 0x7fffffff) tid = 0x70000000u + t;  // unknown: a tid no real thread has
     proto::Buffer thread, track;
-    thread.varint(field::kThreadPid, pid);
-    thread.varint(field::kThreadTid, tid);
+    thread.varint(pf::thread::kPid, pid());
+    thread.varint(pf::thread::kTid, tid);
     const std::string name = thread_name(t);
-    thread.string(field::kThreadName, name);
-    track.varint(field::kTrackUuid, kKindThread | t);
-    track.varint(field::kTrackParent, kProcessTrack);
-    track.message(field::kTrackThread, thread);
+    thread.string(pf::thread::kName, name);
+    track.varint(pf::track::kUuid, thread_uuid_[t]);
+    track.varint(pf::track::kParentUuid, process_uuid_);
+    track.message(pf::track::kThread, thread);
     emit_descriptor(track);
     described_name_[t] = name;
   }
 
   uint64_t thread_track(uint32_t t) {
-    if (t >= thread_known_.size()) {
-      thread_known_.resize(t + 1, false);
+    if (t >= thread_uuid_.size()) {
+      thread_uuid_.resize(t + 1, 0);
       described_name_.resize(t + 1);
       depth_.resize(t + 1, 0);
     }
-    if (!thread_known_[t]) {
-      thread_known_[t] = true;
+    if (!thread_uuid_[t]) {
+      thread_uuid_[t] = new_uuid();
       describe_thread(t);
     }
-    return kKindThread | t;
+    return thread_uuid_[t];
   }
 
-  uint64_t memory_track(int16_t device, uint32_t slot) {
-    const uint64_t uuid = kKindMemory | (static_cast<uint64_t>(static_cast<uint16_t>(device + 1)) << 8) | slot;
-    if (std::find(memory_tracks_.begin(), memory_tracks_.end(), uuid) != memory_tracks_.end()) return uuid;
-    memory_tracks_.push_back(uuid);
+  uint64_t memory_track(int16_t device, size_t slot) {
+    const size_t d = static_cast<size_t>(device + 1);
+    if (d >= memory_uuid_.size()) memory_uuid_.resize(d + 1, {});
+    uint64_t& uuid = memory_uuid_[d][slot];
+    if (uuid) return uuid;
+    uuid = new_uuid();
     std::string name;
     if (slot == kTotalSlot) {
       name = fmt::format("live bytes ({}, {})", memory_level_name(model_.level), device_label(device));
@@ -357,86 +333,63 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     } else {
       name = fmt::format("{} ({})", category_name(static_cast<Category>(slot)), device_label(device));
     }
-    proto::Buffer counter, track;
-    counter.varint(field::kCounterUnit, kUnitSizeBytes);
-    track.varint(field::kTrackUuid, uuid);
-    track.varint(field::kTrackParent, kProcessTrack);
-    track.string(field::kTrackName, name);
-    track.message(field::kTrackCounter, counter);
-    emit_descriptor(track);
+    describe_counter(uuid, name, true);
     return uuid;
   }
 
-  uint64_t lane_track(int16_t device, uint32_t lane) {
-    lane = std::min(lane, kMaxLane);
-    const uint64_t dev = static_cast<uint64_t>(static_cast<uint16_t>(device + 1)) << 24;
-    const size_t slot = static_cast<size_t>(device + 1);
-    if (slot >= lanes_described_.size()) lanes_described_.resize(slot + 1, 0);
-    uint32_t& described = lanes_described_[slot];
-    if (described == 0) {  // the group first
-      proto::Buffer track;
-      track.varint(field::kTrackUuid, kKindLane | dev | kGroupLane);
-      track.varint(field::kTrackParent, kProcessTrack);
-      track.string(field::kTrackName, fmt::format("allocations ({})", device_label(device)));
-      emit_descriptor(track);
-    }
-    while (described <= lane) {
-      proto::Buffer track;
-      track.varint(field::kTrackUuid, kKindLane | dev | described);
-      track.varint(field::kTrackParent, kKindLane | dev | kGroupLane);
-      track.string(field::kTrackName, fmt::format("lane {}", described));
-      emit_descriptor(track);
-      ++described;
-    }
-    return kKindLane | dev | lane;
+  void describe_counter(uint64_t uuid, std::string_view name, bool bytes) {
+    proto::Buffer counter, track;
+    if (bytes) counter.varint(pf::counter::kUnit, pf::counter::kUnitSizeBytes);
+    track.varint(pf::track::kUuid, uuid);
+    track.varint(pf::track::kParentUuid, process_uuid_);
+    track.string(pf::track::kName, name);
+    track.message(pf::track::kCounter, counter);
+    emit_descriptor(track);
   }
 
-  uint64_t range_lane_track(uint32_t lane) {
-    lane = std::min(lane, kMaxLane);
-    if (range_lanes_described_ == 0) {
-      proto::Buffer track;
-      track.varint(field::kTrackUuid, kKindRangeLane | kGroupLane);
-      track.varint(field::kTrackParent, kProcessTrack);
-      track.string(field::kTrackName, "start/end ranges");
-      emit_descriptor(track);
+  uint64_t lane(LaneGroup& group, uint32_t index, std::string_view group_name) {
+    if (!group.uuid) {
+      group.uuid = new_uuid();
+      describe_track(group.uuid, process_uuid_, group_name);
     }
-    while (range_lanes_described_ <= lane) {
-      proto::Buffer track;
-      track.varint(field::kTrackUuid, kKindRangeLane | range_lanes_described_);
-      track.varint(field::kTrackParent, kKindRangeLane | kGroupLane);
-      track.string(field::kTrackName, fmt::format("lane {}", range_lanes_described_));
-      emit_descriptor(track);
-      ++range_lanes_described_;
+    while (group.lanes.size() <= index) {
+      group.lanes.push_back(new_uuid());
+      describe_track(group.lanes.back(), group.uuid, fmt::format("lane {}", group.lanes.size() - 1));
     }
-    return kKindRangeLane | lane;
+    return group.lanes[index];
+  }
+  uint64_t lane_track(int16_t device, uint32_t index) {
+    const size_t d = static_cast<size_t>(device + 1);
+    if (d >= lane_groups_.size()) lane_groups_.resize(d + 1);
+    LaneGroup& group = lane_groups_[d];
+    if (group.uuid && index < group.lanes.size()) return group.lanes[index];  // the hot path: no name to format
+    return lane(group, index, fmt::format("allocations ({})", device_label(device)));
   }
 
   // ---- events -----------------------------------------------------------------
 
-  void slice_begin(uint64_t track, uint64_t name_iid) {
+  void begin_event(uint32_t type, uint64_t track) {
     event_.clear();
-    event_.varint(field::kEventType, kSliceBegin);
-    event_.varint(field::kEventTrackUuid, track);
-    event_.varint(field::kEventNameIid, name_iid);
+    event_.varint(pf::event::kType, type);
+    if (track == default_track_) return;
+    event_.varint(pf::event::kTrackUuid, track);
+    if (track_run_.extend(track)) set_default(default_track_, track);
   }
   void slice_end(uint64_t track, uint64_t time_ns) {
-    event_.clear();
-    event_.varint(field::kEventType, kSliceEnd);
-    event_.varint(field::kEventTrackUuid, track);
+    begin_event(pf::event::kSliceEnd, track);
     emit_event(time_ns);
   }
   void counter(uint64_t track, uint64_t value, uint64_t time_ns) {
-    event_.clear();
-    event_.varint(field::kEventType, kCounter);
-    event_.varint(field::kEventTrackUuid, track);
-    event_.int64(field::kEventCounterValue, static_cast<int64_t>(value));
+    begin_event(pf::event::kCounter, track);
+    event_.int64(pf::event::kCounterValue, static_cast<int64_t>(value));
     emit_event(time_ns);
   }
 
   void push(const Event& e) {
     const uint64_t track = thread_track(e.thread);
     ++depth_[e.thread];
-    slice_begin(track, trace_name_iid(e.name));
+    begin_event(pf::event::kSliceBegin, track);
+    event_.varint(pf::event::kNameIid, name_iid(e.name));
     emit_event(e.time_ns);
   }
   void pop(const Event& e) {
@@ -446,49 +399,43 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     slice_end(track, e.time_ns);
   }
   void mark(const Event& e) {
-    event_.clear();
-    event_.varint(field::kEventType, kInstant);
-    event_.varint(field::kEventTrackUuid, thread_track(e.thread));
-    event_.varint(field::kEventNameIid, trace_name_iid(e.name));
-    if (!e.payload.empty()) annotate_string(kNamePayload, meta_->string(e.payload));
+    begin_event(pf::event::kInstant, thread_track(e.thread));
+    event_.varint(pf::event::kNameIid, name_iid(e.name));
+    if (!e.payload.empty()) annotate(kArgPayload, pf::annotation::kStringIid, string_value_iid(e.payload));
     emit_event(e.time_ns);
   }
   void range_start(const Event& e) {
     if (open_ranges_.count(e.address)) return;  // a second start of an open id: the analysis ignores it too
-    uint32_t lane;
+    uint32_t index;
     if (free_range_lanes_.empty()) {
-      lane = next_range_lane_++;
+      index = next_range_lane_++;
     } else {
       std::pop_heap(free_range_lanes_.begin(), free_range_lanes_.end(), std::greater<uint32_t>());
-      lane = free_range_lanes_.back();
+      index = free_range_lanes_.back();
       free_range_lanes_.pop_back();
     }
-    open_ranges_[e.address] = lane;
-    slice_begin(range_lane_track(lane), trace_name_iid(e.name));
-    if (!e.payload.empty()) annotate_string(kNamePayload, meta_->string(e.payload));
+    open_ranges_[e.address] = index;
+    begin_event(pf::event::kSliceBegin, lane(range_lanes_, index, "start/end ranges"));
+    event_.varint(pf::event::kNameIid, name_iid(e.name));
+    if (!e.payload.empty()) annotate(kArgPayload, pf::annotation::kStringIid, string_value_iid(e.payload));
     emit_event(e.time_ns);
   }
   void range_end(const Event& e) {
     auto it = open_ranges_.find(e.address);
     if (it == open_ranges_.end()) return;
-    const uint32_t lane = it->second;
+    const uint32_t index = it->second;
     open_ranges_.erase(it);
-    free_range_lanes_.push_back(lane);
+    free_range_lanes_.push_back(index);
     std::push_heap(free_range_lanes_.begin(), free_range_lanes_.end(), std::greater<uint32_t>());
-    slice_end(range_lane_track(lane), e.time_ns);
+    slice_end(lane(range_lanes_, index, "start/end ranges"), e.time_ns);
   }
   void sampled_counter(const Event& e) {
-    const uint64_t uuid = kKindCounter | e.name.value;
-    if (e.name.value >= counter_described_.size()) counter_described_.resize(size_t{e.name.value} + 1, false);
-    if (!counter_described_[e.name.value]) {
-      counter_described_[e.name.value] = true;
-      proto::Buffer track, c;
-      track.varint(field::kTrackUuid, uuid);
-      track.varint(field::kTrackParent, kProcessTrack);
+    if (e.name.value >= counter_uuid_.size()) counter_uuid_.resize(size_t{e.name.value} + 1, 0);
+    uint64_t& uuid = counter_uuid_[e.name.value];
+    if (!uuid) {
+      uuid = new_uuid();
       const std::string_view name = meta_->string(e.name);
-      track.string(field::kTrackName, name.empty() ? std::string_view("counter") : name);
-      track.message(field::kTrackCounter, c);
-      emit_descriptor(track);
+      describe_counter(uuid, name.empty() ? std::string_view("counter") : name, false);
     }
     counter(uuid, e.bytes, e.time_ns);
   }
@@ -505,31 +452,102 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   void emit_mark(const PeakMark& m) {
-    event_.clear();
-    event_.varint(field::kEventType, kInstant);
-    event_.varint(field::kEventTrackUuid, kPeaksTrack);
-    event_.string(field::kEventName, m.text);
-    annotate_uint(kNameBytes, m.bytes);
+    begin_event(pf::event::kInstant, peaks_uuid_);
+    event_.string(pf::event::kName, m.text);  // each one different: interning would only add an iid
+    annotate(kArgBytes, pf::annotation::kUint, m.bytes);
     emit_event(m.time_ns);
   }
 
   void on_alloc(const ExportReplay::Allocation& a, const Event& e) override {
     const uint64_t track = lane_track(a.device, a.lane);
-    slice_begin(track, own_iid(static_cast<uint64_t>(a.category), field::kInternedEventNames));
-    annotate_uint(kNameBytes, a.bytes);
-    annotate_pointer(kNameAddress, a.address);
-    if (!a.range.empty()) annotate_string(kNameRange, meta_->string(a.range));
+    const MemoryCounters counters = memory_counters(a);  // described before the event names them
+    begin_event(pf::event::kSliceBegin, track);
+    event_.varint(pf::event::kNameIid, category_iid(a.category));
+    annotate(kArgBytes, pf::annotation::kUint, a.bytes);
+    annotate(kArgAddress, pf::annotation::kPointer, a.address);
+    if (!a.range.empty()) annotate(kArgRange, pf::annotation::kStringIid, string_value_iid(a.range));
+    add_counters(counters);
     emit_event(e.time_ns);
-    memory_counters(a, e.time_ns);
   }
   void on_end(const ExportReplay::Allocation& a, const Event& at, ExportReplay::EndKind) override {
-    slice_end(lane_track(a.device, a.lane), at.time_ns);
-    memory_counters(a, at.time_ns);
+    const uint64_t track = lane_track(a.device, a.lane);
+    const MemoryCounters counters = memory_counters(a);
+    begin_event(pf::event::kSliceEnd, track);
+    add_counters(counters);
+    emit_event(at.time_ns);
   }
-  void memory_counters(const ExportReplay::Allocation& a, uint64_t time_ns) {
-    const uint32_t slot = static_cast<uint32_t>(a.category);
-    counter(memory_track(a.device, slot), replay_.live(a.device)[slot], time_ns);
-    counter(memory_track(a.device, kTotalSlot), replay_.live_total(a.device), time_ns);
+
+  // The two counters an allocation moves, with their values after it moved them.
+  struct MemoryCounters {
+    uint64_t category_track, total_track;
+    uint64_t category_bytes, total_bytes;
+  };
+  MemoryCounters memory_counters(const ExportReplay::Allocation& a) {
+    const size_t slot = static_cast<size_t>(a.category);
+    return {memory_track(a.device, slot), memory_track(a.device, kTotalSlot), replay_.live(a.device)[slot],
+            replay_.live_total(a.device)};
+  }
+  // The values, and the tracks unless the sequence's TrackEventDefaults name
+  // them. Not packed: TrackEvent declares both fields plain repeated (proto2),
+  // and trace_processor's decoder reads them that way.
+  void add_counters(const MemoryCounters& c) {
+    const CounterPair pair{c.category_track, c.total_track};
+    if (!(pair == default_counters_)) {
+      event_.varint(pf::event::kExtraCounterTrackUuids, c.category_track);
+      event_.varint(pf::event::kExtraCounterTrackUuids, c.total_track);
+      if (counters_run_.extend(pair)) set_default(default_counters_, pair);
+    }
+    event_.int64(pf::event::kExtraCounterValues, static_cast<int64_t>(c.category_bytes));
+    event_.int64(pf::event::kExtraCounterValues, static_cast<int64_t>(c.total_bytes));
+  }
+
+  // ---- defaults ---------------------------------------------------------------
+  //
+  // An event leaves out its track, and the two counter tracks an allocation
+  // moves, when the sequence's TrackEventDefaults name them. Naming them costs
+  // 2 to 6 bytes an event, a TracePacketDefaults about 20 once: so after a run
+  // of kDefaultsAfter events naming the same other value, that value becomes
+  // the default (from the next packet on; the event in hand names its own).
+  // Runs are common: a short-lived allocation takes the lowest free lane,
+  // which the next one takes again. New defaults replace the old ones whole;
+  // interned data stays (trace_processor starts a new generation of the
+  // sequence's state, same interning).
+  static constexpr uint32_t kDefaultsAfter = 4;
+  struct CounterPair {
+    uint64_t category_track = 0, total_track = 0;  // 0: no track
+    bool operator==(const CounterPair& o) const {
+      return category_track == o.category_track && total_track == o.total_track;
+    }
+  };
+  template <typename T>
+  struct Run {
+    T value{};
+    uint32_t length = 0;
+    bool extend(const T& v) {  // true when the run is long enough to become the default
+      length = v == value ? length + 1 : 1;
+      value = v;
+      return length >= kDefaultsAfter;
+    }
+  };
+  template <typename T>
+  void set_default(T& slot, const T& value) {
+    slot = value;
+    defaults_pending_ = true;  // written after the event in hand: its packet is being built
+  }
+  void write_defaults() {
+    proto::Buffer event_defaults, defaults;
+    if (default_track_) event_defaults.varint(pf::track_event_defaults::kTrackUuid, default_track_);
+    if (default_counters_.total_track) {
+      event_defaults.varint(pf::track_event_defaults::kExtraCounterTrackUuids, default_counters_.category_track);
+      event_defaults.varint(pf::track_event_defaults::kExtraCounterTrackUuids, default_counters_.total_track);
+    }
+    defaults.varint(pf::defaults::kTimestampClockId, kDeltaClock);
+    defaults.message(pf::defaults::kTrackEventDefaults, event_defaults);
+    packet_.clear();
+    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
+    packet_.message(pf::packet::kDefaults, defaults);
+    emit(packet_);
   }
 
   const ExportModel& model_;
@@ -537,19 +555,26 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   ExportReplay replay_;
   const TraceMeta* meta_ = nullptr;
   bool preamble_written_ = false;
+  uint64_t clock_ns_ = 0;  // the delta clock's value: the last delta-encoded packet's time
   proto::Buffer framed_, packet_, event_, interned_, scratch_, entry_;
-  std::vector<bool> trace_interned_;
-  std::vector<bool> own_interned_ = std::vector<bool>(kOwnNameCount * 2, false);
-  std::vector<bool> thread_known_;
+  InternTable event_names_, arg_names_, string_values_;
+  uint64_t default_track_ = 0;  // TrackEventDefaults; 0 and {0, 0}: none
+  CounterPair default_counters_;
+  Run<uint64_t> track_run_;
+  Run<CounterPair> counters_run_;
+  bool defaults_pending_ = false;
+  uint64_t next_uuid_ = 1;
+  uint64_t process_uuid_ = 0, peaks_uuid_ = 0;
+  std::vector<uint64_t> thread_uuid_;  // by thread index; 0 until described
   std::vector<std::string> described_name_;
   std::vector<uint32_t> depth_;
-  std::vector<uint64_t> memory_tracks_;
-  std::vector<uint32_t> lanes_described_;
-  uint32_t range_lanes_described_ = 0;
+  std::vector<std::array<uint64_t, kMemorySlots>> memory_uuid_;  // by device + 1, slot
+  std::vector<LaneGroup> lane_groups_;                           // by device + 1
+  LaneGroup range_lanes_;
   std::unordered_map<uint64_t, uint32_t> open_ranges_;
   std::vector<uint32_t> free_range_lanes_;
   uint32_t next_range_lane_ = 0;
-  std::vector<bool> counter_described_;
+  std::vector<uint64_t> counter_uuid_;  // sampled counters, by name
   MemoryReplay other_replay_;
   std::vector<uint64_t> other_live_;
   std::vector<PeakMark> marks_;
