@@ -283,14 +283,14 @@ class NvtxtWriter : public BoundedVisitor {
     const uint32_t pid = meta.header.pid;
     const std::string clock =
         !aligned_to_.empty()
-            ? fmt::format("the timeline of the Nsight report exported as {} (the trace's times {} {} ns)", aligned_to_,
-                          shift_ns_ < 0 ? '-' : '+', shift_ns_ < 0 ? -shift_ns_ : shift_ns_)
+            ? fmt::format("on the timeline of the Nsight report exported as {} (the trace's times {} {} ns)",
+                          aligned_to_, shift_ns_ < 0 ? '-' : '+', shift_ns_ < 0 ? -shift_ns_ : shift_ns_)
         : time_base_ != "Manual" && meta.header.monotonic_raw_ns
-            ? "CLOCK_MONOTONIC_RAW (the trace's CLOCK_MONOTONIC times moved by the clocks' offset)"
-            : "CLOCK_MONOTONIC, as the trace holds them";
+            ? "of CLOCK_MONOTONIC_RAW (the trace's CLOCK_MONOTONIC times moved by the clocks' offset)"
+            : "of CLOCK_MONOTONIC, as the trace holds them";
     out_.write(fmt::format(
         "# Written by peakscope export --format nvtxt from {}.\n"
-        "# Times are {} nanoseconds of the traced process (pid {}).\n"
+        "# Times are nanoseconds {}; the traced process is pid {}.\n"
         "# At the start of recording CLOCK_REALTIME was {} ns, CLOCK_MONOTONIC {} ns, CLOCK_MONOTONIC_RAW {} ns\n"
         "# (0: not recorded). TimeBase below: see docs/viewers.md.\n"
         "# Peak marks: category 2. Ranges and marks of the trace: category 1.\n",

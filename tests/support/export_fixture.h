@@ -76,8 +76,11 @@ inline ::testing::AssertionResult matches_golden(const std::string& name, const 
 }
 
 // The fixture trace described at the top of this file.
-inline void write_fixture_trace(const std::string& path) {
+// monotonic_raw_ns: the header's CLOCK_MONOTONIC_RAW sample (0: none, as
+// recorders before it wrote).
+inline void write_fixture_trace(const std::string& path, uint64_t monotonic_raw_ns = 0) {
   TraceWriterOptions options;
+  options.monotonic_raw_ns = monotonic_raw_ns;
   options.pid = 4242;
   options.realtime_ns = 1'700'000'000'000'000'000ull;
   options.monotonic_ns = SyntheticTrace::kStartTimeNs;

@@ -103,8 +103,26 @@ TEST_F(NvtxtExport, DeclaresItsTimeBase) {
   const std::string manual = export_nvtxt("Manual");
   EXPECT_NE(manual.find("TimeBase = Manual\n"), std::string::npos);
   EXPECT_EQ(manual.find("ClockMonotonicRaw"), std::string::npos);
-  EXPECT_NE(manual.find("CLOCK_REALTIME was 1700000000000000000 ns when CLOCK_MONOTONIC was 1000000000 ns"),
-            std::string::npos);
+  EXPECT_NE(manual.find("CLOCK_REALTIME was 1700000000000000000 ns, CLOCK_MONOTONIC 1000000000 ns"), std::string::npos);
+}
+
+// First RangePush line's time.
+int64_t first_push_time(const std::string& text) {
+  const size_t at = text.find("\nRangePush, ");
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + 12));
+}
+
+// With the header's raw sample, ClockMonotonicRaw times are the trace's moved
+// by the two clocks' difference; Manual keeps them as they are.
+TEST_F(NvtxtExport, ConvertsToTheRawClockWhenTheHeaderHasIt) {
+  const int64_t plain = first_push_time(export_nvtxt("Manual"));
+  ASSERT_GT(plain, 0);
+  constexpr int64_t kRawBehind = 250'000'000;  // CLOCK_MONOTONIC_RAW 250 ms behind CLOCK_MONOTONIC
+  test::write_fixture_trace(trace_, SyntheticTrace::kStartTimeNs - kRawBehind);
+  const std::string raw = export_nvtxt();
+  EXPECT_EQ(first_push_time(raw), plain - kRawBehind);
+  EXPECT_NE(raw.find("nanoseconds of CLOCK_MONOTONIC_RAW"), std::string::npos);
+  EXPECT_EQ(first_push_time(export_nvtxt("Manual")), plain);
 }
 
 TEST_F(NvtxtExport, MatchesTheGoldenFile) { EXPECT_TRUE(test::matches_golden("fixture.nvtxt", export_nvtxt())); }
