@@ -2,14 +2,15 @@
 // read. memory_viz has its own small unpickler (torch/utils/viz/MemoryViz.js,
 // `unpickle`): protocol 2 to 4 and a fixed set of opcodes, so only these are
 // written: PROTO 4, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS, APPENDS,
-// SHORT_BINUNICODE, BINUNICODE, BININT1, BININT2, BININT, LONG1, NEWTRUE,
-// NEWFALSE, NONE, TUPLE2, BINPUT, LONG_BINPUT, BINGET, LONG_BINGET, STOP.
+// SHORT_BINUNICODE, BINUNICODE, BININT1, BININT2, BININT, LONG1, BINFLOAT,
+// NEWTRUE, NEWFALSE, NONE, TUPLE2, BINPUT, LONG_BINPUT, BINGET, LONG_BINGET, STOP.
 // Lists are filled in batches of at most kBatch items, as Python's pickler
 // does: memory_viz spreads one batch into a JavaScript call's arguments, which
 // overflows for large ones.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -97,6 +98,13 @@ class Writer {
       out_ += static_cast<char>(n);
       le(static_cast<uint64_t>(v), n);
     }
+  }
+  // BINFLOAT: the IEEE 754 double, big-endian.
+  void real(double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    out_ += 'G';
+    for (int i = 7; i >= 0; --i) out_ += static_cast<char>((bits >> (8 * i)) & 0xff);
   }
   void integer(uint64_t v) {
     if (v <= static_cast<uint64_t>(INT64_MAX)) {

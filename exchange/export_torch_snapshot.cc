@@ -4,14 +4,37 @@
 //   - device_traces[d]: one entry per memory event of device d, in trace order:
 //     allocated level -> alloc, free_requested + free_completed (a free is both
 //     for the recorder: the hooks see the memory handed back); reserved level ->
-//     segment_alloc / segment_free; map / unmap -> segment_map / segment_unmap;
-//     a failed allocation -> oom (device_free unknown: 0). A trace that was
-//     itself imported from a snapshot carries its free_requested, oom and other
-//     entries as "torch.<action>" marks, written back as they were.
+//     segment_alloc / segment_free; VMM map / unmap -> segment_map /
+//     segment_unmap at the mapped addresses (PyTorch's expandable segments);
+//     a failed allocation -> oom (device_free unknown: 0). VMM physical memory
+//     (cuMemCreate, keyed by handle) is not an entry: its maps are. A mapping
+//     at the allocated level (VMM used directly, not under a caching
+//     allocator) is the allocation too: an alloc at the mapped address.
+//   - Every alloc lies in a segment that is live when it is made, as PyTorch
+//     writes them and as memory_viz's Allocator State History needs: a block
+//     outside every recorded segment and mapped range (a trace with no
+//     reserved level: plain cudaMalloc, host memory, cudaMallocAsync) gets a
+//     segment of its own, segment_alloc before the alloc and segment_free
+//     after its free; so does a live block whose segment goes away.
+//   - Frees of memory the trace never saw allocated (and unmaps of pages it
+//     never saw mapped) are left out, with a warning: the analysis counts
+//     them as nothing, and memory_viz would draw them as memory live from the
+//     start. An allocation over a live address ends the old one (the
+//     analysis does so too): its free is written before the new alloc.
+//   - Host memory: a trace with no device memory (`peakscope record --host`)
+//     shows it as device 0, with a warning and a "peakscope" note in the
+//     file; in a trace with device memory it is left out, with a warning. A
+//     trace with neither is refused (InputError): memory_viz cannot open a
+//     snapshot without a device trace.
+//   - A trace imported from a snapshot carries its free_requested, oom and
+//     other entries as "torch.<action>" marks, written back as they were, and
+//     the rest in the marks of exchange/torch_snapshot_shared.h: its entries'
+//     other fields, its segments and allocator_settings, written back too.
 //   - external_annotations: push/pop and start/end ranges as START / END.
-//   - segments: what is reserved at the end, each with its blocks tiling it
-//     (allocated blocks, and inactive gaps between them), as memory_viz
-//     expects; a live block in no recorded segment gets one of its own.
+//   - segments: what is reserved at the end (recorded segments, each stretch
+//     of mapped pages as an expandable segment, the segments made up for
+//     blocks), each with its blocks tiling it (allocated blocks, and inactive
+//     gaps between them), as memory_viz expects.
 // frames are empty lists: a trace has no stacks. Streamed: each device's
 // entries go to a temporary file and are copied into place at the end.
 #include <fcntl.h>
@@ -34,6 +57,7 @@
 #include "exchange/export_model.h"
 #include "exchange/export_output.h"
 #include "exchange/export_pickle.h"
+#include "exchange/torch_snapshot_shared.h"
 
 namespace psc {
 namespace {
@@ -105,8 +129,8 @@ class ListFile {
 
 class SnapshotWriter : public BoundedVisitor {
  public:
-  SnapshotWriter(const ExportModel& model, const WarningSink& warn)
-      : BoundedVisitor(model.analysis.trace.status.events), warn_(warn), annotations_(&memo_) {}
+  SnapshotWriter(const ExportModel& model, const ExportOptions& options)
+      : BoundedVisitor(model.analysis.trace.status.events), options_(options), annotations_(&memo_) {}
 
   void on_event(const Event& e, const TraceMeta& meta) override {
     meta_ = &meta;
@@ -118,8 +142,10 @@ class SnapshotWriter : public BoundedVisitor {
       case EventKind::kAlloc:
       case EventKind::kFree: memory(e); break;
       case EventKind::kMap:
+        if (!(e.flags & kFlagNested)) map(e);
+        break;
       case EventKind::kUnmap:
-        entry(e, e.kind == EventKind::kMap ? "segment_map" : "segment_unmap", e.address, e.bytes);
+        if (!(e.flags & kFlagNested)) unmap(e);
         break;
       case EventKind::kMark: mark(e); break;
       case EventKind::kRangePush:
@@ -149,49 +175,65 @@ class SnapshotWriter : public BoundedVisitor {
 
   void on_end(const TraceMeta& meta, const ReadStatus&) override { meta_ = &meta; }
 
+  // After the read: where host memory goes. Throws InputError when there is
+  // nothing a snapshot could show.
+  void decide() {
+    const bool device_memory = has_device_memory();
+    host_as_device_ = !device_memory && (host_ || live_on(kHost));
+    if (!device_memory && !host_as_device_)
+      throw InputError(options_.trace,
+                       "nothing to export as a memory snapshot: the trace has no memory events (allocations, "
+                       "frees, VMM maps, failed allocations) on a device or the host");
+  }
+
   void write(OutputFile& out) {
     pickle::Writer w(&memo_);
     w.proto();
     w.empty_dict();
     w.mark();
     w.string("segments");
-    segments(w);
+    if (from_snapshot_ && !segment_marks_.empty())
+      recorded_segments(w);
+    else
+      segments(w);
     w.string("device_traces");
     w.empty_list();
     out.write(w.out());
     w.clear();
-    if (!devices_.empty()) {
-      // At most one batch per kBatch devices; devices are few.
-      for (size_t d = 0; d < devices_.size(); ++d) {
-        if (d % pickle::kBatch == 0) out.put('(');
-        if (devices_[d]) {
-          devices_[d]->copy_to(out);
-        } else {
-          out.put(']');
-        }
-        if (d % pickle::kBatch == pickle::kBatch - 1 || d + 1 == devices_.size()) out.put('e');
-      }
-    }
+    write_device_traces(out);
     w.string("allocator_settings");
-    w.empty_dict();
+    json_value(w, settings_.is_object() ? settings_ : nlohmann::ordered_json::object());
     w.string("external_annotations");
     out.write(w.out());
     w.clear();
     annotations_.copy_to(out);
+    if (host_as_device_) {
+      // memory_viz ignores keys it does not know; a reader of the file sees it.
+      w.string("peakscope");
+      json_value(w, {{"note", kHostNote}, {"host_memory_as_device", 0}});
+    }
     w.setitems();
     w.stop();
     out.write(w.out());
-    if (host_events_)
-      emit_warning(warn_,
-                   fmt::format("{} host-memory events left out: a snapshot has device traces only", host_events_));
+    warnings();
   }
 
  private:
-  struct Live {
+  static constexpr int16_t kHost = -1;
+  static constexpr const char* kHostNote =
+      "host memory (a trace of peakscope record --host, no device memory) shown as device 0";
+  using Key = std::pair<int16_t, uint64_t>;
+
+  struct Block {
+    uint64_t bytes;
+    uint64_t stream;
+    bool owns_segment;  // sits in a segment made up for it
+    bool mapping;       // an allocated-level VMM mapping's own block
+  };
+  struct Segment {
     uint64_t bytes;
     uint64_t stream;
   };
-  using Key = std::pair<int16_t, uint64_t>;
 
   int64_t time_us(uint64_t time_ns) const {
     const format::FileHeader& h = meta_->header;
@@ -200,10 +242,11 @@ class SnapshotWriter : public BoundedVisitor {
     return realtime / 1000;
   }
 
+  // Host memory (device -1) has its own list until write() decides where it goes.
   ListFile* device_list(int16_t device) {
     if (device < 0) {
-      ++host_events_;
-      return nullptr;
+      if (!host_) host_ = std::make_unique<ListFile>(&memo_);
+      return host_.get();
     }
     const size_t d = static_cast<size_t>(device);
     if (d >= devices_.size()) devices_.resize(d + 1);
@@ -211,12 +254,61 @@ class SnapshotWriter : public BoundedVisitor {
     return devices_[d].get();
   }
 
-  // {'action', 'addr', 'size', 'stream', 'time_us', 'frames': [], ...extra}
-  void entry(const Event& e, std::string_view action, uint64_t addr, uint64_t size,
-             const nlohmann::json* extra = nullptr) {
-    ListFile* list = device_list(e.device);
-    if (!list) return;
-    pickle::Writer& w = list->item();
+  bool has_device_memory() const {
+    for (const auto& d : devices_)
+      if (d) return true;
+    for (const auto* segments : {&segments_, &made_up_})
+      for (const auto& [key, seg] : *segments)
+        if (key.first >= 0) return true;
+    for (const auto& [device, ranges] : mapped_)
+      if (device >= 0 && !ranges.pieces().empty()) return true;
+    return !segment_marks_.empty();
+  }
+  bool live_on(int16_t device) const {
+    auto it = blocks_.lower_bound({device, 0});
+    return it != blocks_.end() && it->first.first == device;
+  }
+
+  void write_device_traces(OutputFile& out) {
+    std::vector<ListFile*> lists;
+    if (host_as_device_) {
+      lists.push_back(host_.get());
+    } else {
+      for (const auto& d : devices_) lists.push_back(d.get());
+    }
+    // At most one batch per kBatch devices; devices are few.
+    for (size_t d = 0; d < lists.size(); ++d) {
+      if (d % pickle::kBatch == 0) out.put('(');
+      if (lists[d]) {
+        lists[d]->copy_to(out);
+      } else {
+        out.put(']');
+      }
+      if (d % pickle::kBatch == pickle::kBatch - 1 || d + 1 == lists.size()) out.put('e');
+    }
+  }
+
+  void warnings() const {
+    if (host_as_device_) {
+      emit_warning(options_.warn, fmt::format("{}: {} allocations, {} frees", kHostNote, host_allocs_, host_frees_));
+    } else if (host_allocs_ + host_frees_) {
+      emit_warning(options_.warn,
+                   fmt::format("host memory left out ({} allocations, {} frees): a snapshot has device traces only, "
+                               "and this trace has device memory",
+                               host_allocs_, host_frees_));
+    }
+    if (unmatched_)
+      emit_warning(options_.warn,
+                   fmt::format("{} frees and unmaps of memory the trace never saw allocated or mapped left out "
+                               "(the analysis counts them as nothing)",
+                               unmatched_));
+  }
+
+  // {'action', 'addr', 'size', 'stream', 'time_us', 'frames': [], ...fields}
+  // at e's time, on e's stream unless one is given (an entry made up for a block).
+  void entry(const Event& e, int16_t device, std::string_view action, uint64_t addr, uint64_t size,
+             const uint64_t* stream = nullptr) {
+    pickle::Writer& w = device_list(device)->item();
     w.empty_dict();
     w.mark();
     w.interned("action");
@@ -231,92 +323,252 @@ class SnapshotWriter : public BoundedVisitor {
     w.interned("size");
     w.integer(size);
     w.interned("stream");
-    w.integer(e.stream);
+    w.integer(stream ? *stream : e.stream);
     w.interned("time_us");
     w.integer(time_us(e.time_ns));
     w.interned("frames");
     w.empty_list();
-    if (extra) write_extra(w, *extra);
+    auto fields = fields_.find(device);
+    if (fields != fields_.end()) write_extra(w, fields->second);
     w.setitems();
-    list->done();
+    device_list(device)->done();
   }
 
-  void write_extra(pickle::Writer& w, const nlohmann::json& j) {
-    for (const auto& [k, v] : j.items()) {
-      if (k == "addr" || k == "size" || k == "stream" || k == "device_free") continue;  // written already
-      w.interned(k);
-      if (v.is_number_unsigned())
-        w.integer(v.get<uint64_t>());
-      else if (v.is_number_integer())
-        w.integer(v.get<int64_t>());
-      else if (v.is_boolean())
-        w.boolean(v.get<bool>());
-      else if (v.is_string())
-        w.string(v.get<std::string>());
-      else
-        w.none();
+  // A JSON value as the pickle Python would write for it.
+  void json_value(pickle::Writer& w, const nlohmann::ordered_json& v, int depth = 0) {
+    if (depth > 32 || v.is_null()) {
+      w.none();
+    } else if (v.is_boolean()) {
+      w.boolean(v.get<bool>());
+    } else if (v.is_number_unsigned()) {
+      w.integer(v.get<uint64_t>());
+    } else if (v.is_number_integer()) {
+      w.integer(v.get<int64_t>());
+    } else if (v.is_number_float()) {
+      w.real(v.get<double>());
+    } else if (v.is_string()) {
+      w.string(v.get<std::string>());
+    } else if (v.is_array()) {
+      w.empty_list();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i % pickle::kBatch == 0) w.mark();
+        json_value(w, v[i], depth + 1);
+        if (i % pickle::kBatch == pickle::kBatch - 1 || i + 1 == v.size()) w.appends();
+      }
+    } else {
+      w.empty_dict();
+      if (v.empty()) return;
+      w.mark();
+      for (const auto& [k, item] : v.items()) {
+        w.interned(k);
+        if (k == "segment_pool_id" && item.is_array() && item.size() == 2) {
+          json_value(w, item[0], depth + 1);  // PyTorch writes a tuple
+          json_value(w, item[1], depth + 1);
+          w.tuple2();
+        } else {
+          json_value(w, item, depth + 1);
+        }
+      }
+      w.setitems();
     }
+  }
+
+  void write_extra(pickle::Writer& w, const nlohmann::ordered_json& j) {
+    for (const auto& [k, v] : j.items()) {
+      if (k == "action" || k == "addr" || k == "size" || k == "stream" || k == "device_free" || k == "time_us" ||
+          k == "frames")
+        continue;  // written already
+      w.interned(k);
+      json_value(w, v);
+    }
+  }
+
+  // A mark's JSON payload with its keys in their order (a snapshot's own);
+  // discarded when it is not JSON or nests too deep.
+  nlohmann::ordered_json payload_of(const Event& e) const {
+    const std::string_view text = meta_->string(e.payload);
+    if (json_nested_deeper_than(text, kMaxJsonDepth))
+      return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+    return nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+
+  // ---- the live state: segments, mapped pages, blocks --------------------------
+
+  // In a segment the trace recorded, or in mapped pages.
+  bool in_recorded_segment(int16_t device, uint64_t address) const {
+    auto it = segments_.upper_bound({device, address});
+    if (it != segments_.begin()) {
+      --it;
+      if (it->first.first == device && address < MappedRanges::end_of(it->first.second, it->second.bytes)) return true;
+    }
+    auto m = mapped_.find(device);
+    MappedRanges::Piece piece;
+    return m != mapped_.end() && m->second.find(address, &piece);
+  }
+
+  // A block outside every recorded segment gets one of its own, made up,
+  // keyed by the block: blocks never share one, so none is freed under a
+  // live block.
+  void give_segment(const Event& e, const Key& key, Block& block) {
+    if (block.owns_segment || in_recorded_segment(key.first, key.second)) return;
+    const uint64_t bytes = std::max<uint64_t>(block.bytes, 1);
+    made_up_[key] = Segment{bytes, block.stream};
+    block.owns_segment = true;
+    entry(e, key.first, "segment_alloc", key.second, bytes, &block.stream);
+  }
+  // Called when a recorded segment or mapped range [address, +bytes) has
+  // left the state and before its segment_free / segment_unmap is written:
+  // memory_viz must never draw a live block outside every segment.
+  void rehome(const Event& e, int16_t device, uint64_t address, uint64_t bytes) {
+    const uint64_t end = MappedRanges::end_of(address, bytes);
+    for (auto it = blocks_.lower_bound({device, address});
+         it != blocks_.end() && it->first.first == device && it->first.second < end; ++it)
+      give_segment(e, it->first, it->second);
+  }
+
+  void allocate(const Event& e, int16_t device, uint64_t address, uint64_t bytes, bool mapping) {
+    const Key key{device, address};
+    if (blocks_.count(key)) release(e, key, 0, true);  // the old allocation's free was lost
+    Block& block = blocks_[key] = Block{bytes, e.stream, false, mapping};
+    // Blocks a snapshot import made up for memory allocated before its history
+    // began: the history never held their allocation (nor their segment's).
+    if (from_snapshot_ && e.api == Api::kNone) return;
+    give_segment(e, key, block);
+    entry(e, device, "alloc", address, bytes);
+  }
+
+  // made_up: a free the trace does not hold (a lost one, a mapping's block
+  // going with its pages), on the block's stream.
+  void release(const Event& e, const Key& key, uint64_t bytes, bool made_up) {
+    auto it = blocks_.find(key);
+    const Block block = it->second;
+    blocks_.erase(it);
+    const uint64_t size = bytes ? bytes : block.bytes;
+    const uint64_t* stream = made_up ? &block.stream : nullptr;
+    if (!from_snapshot_) entry(e, key.first, "free_requested", key.second, size, stream);
+    entry(e, key.first, "free_completed", key.second, size, stream);
+    auto seg = made_up_.find(key);
+    if (!block.owns_segment || seg == made_up_.end()) return;
+    entry(e, key.first, "segment_free", key.second, seg->second.bytes, &block.stream);
+    made_up_.erase(seg);
   }
 
   void memory(const Event& e) {
     if (e.flags & kFlagNested) return;  // the outer call is the event
+    // VMM physical memory is keyed by handle, not address: its maps are the entries.
+    if (e.memory == MemoryKind::kVmmPhysical) return;
     const bool reserved = e.flags & kFlagReserved;
-    std::map<Key, Live>& live = reserved ? segments_ : blocks_;
-    const Key key{e.device, e.address};
+    if (e.device < 0) ++(e.kind == EventKind::kAlloc ? host_allocs_ : host_frees_);
     if (e.flags & kFlagFailed) {
-      if (e.kind == EventKind::kAlloc && !reserved) entry(e, "oom", 0, e.bytes);
+      if (e.kind == EventKind::kAlloc && !reserved) entry(e, e.device, "oom", 0, e.bytes);
+      return;
+    }
+    const Key key{e.device, e.address};
+    if (!reserved) {
+      if (e.kind == EventKind::kAlloc) {
+        allocate(e, e.device, e.address, e.bytes, false);
+      } else if (e.address != 0 && blocks_.count(key)) {
+        release(e, key, e.bytes, false);
+      } else if (e.address != 0) {
+        ++unmatched_;
+      }
       return;
     }
     if (e.kind == EventKind::kAlloc) {
-      live[key] = {e.bytes, e.stream};
-      // Blocks a snapshot import made up for memory allocated before its
-      // history began: the history never held their allocation.
-      if (from_snapshot_ && e.api == Api::kNone) return;
-      entry(e, reserved ? "segment_alloc" : "alloc", e.address, e.bytes);
+      segments_[key] = Segment{e.bytes, e.stream};
+      if (!(from_snapshot_ && e.api == Api::kNone)) entry(e, e.device, "segment_alloc", e.address, e.bytes);
       return;
     }
     if (e.address == 0) return;
-    auto it = live.find(key);
-    const uint64_t size = e.bytes ? e.bytes : (it != live.end() ? it->second.bytes : 0);
-    if (it != live.end()) live.erase(it);
-    if (reserved) {
-      entry(e, "segment_free", e.address, size);
-    } else {
-      if (!from_snapshot_) entry(e, "free_requested", e.address, size);
-      entry(e, "free_completed", e.address, size);
+    auto it = segments_.find(key);
+    if (it == segments_.end()) {
+      ++unmatched_;
+      return;
     }
+    const uint64_t size = e.bytes ? e.bytes : it->second.bytes;
+    const uint64_t bytes = it->second.bytes;
+    segments_.erase(it);
+    rehome(e, e.device, e.address, bytes);
+    entry(e, e.device, "segment_free", e.address, size);
+  }
+
+  // A VMM map whose handle the recorder did not see has no device: device 0.
+  static int16_t map_device(const Event& e) { return std::max<int16_t>(e.device, 0); }
+
+  void map(const Event& e) {
+    const int16_t device = map_device(e);
+    MappedRanges& mapped = mapped_[device];
+    const bool recorded = !(from_snapshot_ && e.api == Api::kNone);
+    // A map over mapped pages (a lost unmap) replaces them.
+    mapped.remove(
+        e.address, e.bytes, [](const MappedRanges::Piece&) {}, [](const MappedRanges::Piece&) {},
+        [](const MappedRanges::Piece&) {});
+    mapped.add(e.address, e.bytes);
+    if (recorded) entry(e, device, "segment_map", e.address, e.bytes);
+    if (!(e.flags & kFlagReserved)) allocate(e, device, e.address, e.bytes, true);
+  }
+
+  void unmap(const Event& e) {
+    const int16_t device = map_device(e);
+    MappedRanges& mapped = mapped_[device];
+    const bool allocated_level = !(e.flags & kFlagReserved);
+    const uint64_t end = MappedRanges::end_of(e.address, e.bytes);
+    // The mapping's own blocks are freed before their pages go.
+    std::vector<MappedRanges::Piece> removed, kept;
+    mapped.remove(
+        e.address, e.bytes, [&](const MappedRanges::Piece& p) { removed.push_back(p); },
+        [&](const MappedRanges::Piece& p) { kept.push_back(p); }, [&](const MappedRanges::Piece&) { ++unmatched_; });
+    std::vector<bool> had_block(removed.size(), false);
+    for (size_t i = 0; i < removed.size(); ++i) {
+      auto it = blocks_.find({device, removed[i].address});
+      if (it == blocks_.end() || !it->second.mapping) continue;
+      had_block[i] = true;
+      release(e, it->first, 0, true);
+    }
+    // One segment_unmap per stretch of pages it unmapped.
+    std::vector<MappedRanges::Piece> stretches;
+    for (size_t i = 0; i < removed.size();) {
+      const uint64_t from = std::max(removed[i].address, e.address);
+      uint64_t to = std::min(removed[i].end(), end);
+      size_t j = i + 1;
+      while (j < removed.size() && removed[j].address == to) to = std::min(removed[j++].end(), end);
+      stretches.push_back({from, to - from});
+      i = j;
+    }
+    for (const MappedRanges::Piece& p : stretches) rehome(e, device, p.address, p.bytes);
+    for (const MappedRanges::Piece& p : stretches) entry(e, device, "segment_unmap", p.address, p.bytes);
+    if (!allocated_level) return;
+    for (const MappedRanges::Piece& p : kept)
+      for (size_t i = 0; i < removed.size(); ++i)
+        if (had_block[i] && p.address >= removed[i].address && p.address < removed[i].end())
+          allocate(e, device, p.address, p.bytes, true);
   }
 
   void mark(const Event& e) {
     const std::string_view name = meta_->string(e.name);
+    if (name == kFieldsMark || name == kSegmentMark || name == kSettingsMark) {
+      snapshot_mark(e, name);
+      return;
+    }
     if (!from_snapshot_ || name.rfind("torch.", 0) != 0) return;
-    const nlohmann::json payload = parse_json_payload(meta_->string(e.payload));
-    const nlohmann::json fields = payload.is_object() ? payload : nlohmann::json::object();
+    const nlohmann::ordered_json payload = payload_of(e);
+    const nlohmann::ordered_json fields = payload.is_object() ? payload : nlohmann::ordered_json::object();
     auto number = [&](const char* k) -> uint64_t {
       auto it = fields.find(k);
       return it != fields.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
     };
     const std::string action(name.substr(6));
     ListFile* list = device_list(e.device);
-    if (!list) return;
     pickle::Writer& w = list->item();
     w.empty_dict();
     w.mark();
     w.interned("action");
     w.interned(action);
-    for (const char* k : {"addr", "device_free"})
+    for (const char* k : {"addr", "device_free", "size", "stream"})
       if (fields.contains(k)) {
         w.interned(k);
         w.integer(number(k));
       }
-    if (fields.contains("size")) {
-      w.interned("size");
-      w.integer(number("size"));
-    }
-    if (fields.contains("stream")) {
-      w.interned("stream");
-      w.integer(number("stream"));
-    }
     w.interned("time_us");
     w.integer(time_us(e.time_ns));
     w.interned("frames");
@@ -324,6 +576,19 @@ class SnapshotWriter : public BoundedVisitor {
     write_extra(w, fields);
     w.setitems();
     list->done();
+  }
+
+  // The marks an import keeps what a trace has no field for in.
+  void snapshot_mark(const Event& e, std::string_view name) {
+    nlohmann::ordered_json payload = payload_of(e);
+    if (!payload.is_object()) return;
+    if (name == kFieldsMark) {
+      fields_[e.device] = std::move(payload);
+    } else if (name == kSettingsMark) {
+      settings_ = std::move(payload);
+    } else if (from_snapshot_) {
+      segment_marks_.push_back(std::move(payload));
+    }
   }
 
   void annotation(const Event& e, std::string_view stage, std::string_view name) {
@@ -342,35 +607,78 @@ class SnapshotWriter : public BoundedVisitor {
     annotations_.done();
   }
 
-  // What is reserved at the end, blocks tiling each segment.
-  void segments(pickle::Writer& w) {
-    // A live block outside every reserved segment (no reserved level in the
-    // trace, or a segment it did not record) gets a segment of its own:
-    // memory_viz places every block in a segment.
-    std::map<Key, Live> segments = segments_;
-    for (const auto& [key, block] : blocks_) {
-      auto it = segments_.upper_bound(key);
-      const bool inside = it != segments_.begin() && (--it)->first.first == key.first &&
-                          key.second < it->first.second + it->second.bytes;
-      if (!inside) segments[key] = block;
+  // ---- segments at the end ----------------------------------------------------
+
+  // The segments a snapshot import kept, as they were.
+  void recorded_segments(pickle::Writer& w) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (nlohmann::ordered_json& s : segment_marks_) {
+      s["frames"] = nlohmann::ordered_json::array();
+      if (s.contains("blocks") && s["blocks"].is_array())
+        for (nlohmann::ordered_json& b : s["blocks"])
+          if (b.is_object()) b["frames"] = nlohmann::ordered_json::array();
+      list.push_back(std::move(s));
     }
+    json_value(w, list);
+  }
+
+  struct EndSegment {
+    int16_t device;
+    uint64_t address, bytes, stream;
+    bool expandable;
+    bool made_up;  // holds the block at its address only
+  };
+
+  // What is live at the end: recorded and made-up segments, and each stretch
+  // of mapped pages as one expandable segment (PyTorch's snapshot() reports
+  // one per contiguous mapped range).
+  std::vector<EndSegment> end_segments() const {
+    std::vector<EndSegment> out;
+    auto shown = [&](int16_t device) { return device >= 0 || host_as_device_; };
+    for (const auto& [key, seg] : segments_)
+      if (shown(key.first)) out.push_back({key.first, key.second, seg.bytes, seg.stream, false, false});
+    for (const auto& [key, seg] : made_up_)
+      if (shown(key.first)) out.push_back({key.first, key.second, seg.bytes, seg.stream, false, true});
+    for (const auto& [device, ranges] : mapped_) {
+      if (!shown(device)) continue;
+      for (const auto& [address, bytes] : ranges.pieces()) {
+        if (!out.empty() && out.back().expandable && out.back().device == device &&
+            MappedRanges::end_of(out.back().address, out.back().bytes) == address) {
+          out.back().bytes += bytes;
+        } else {
+          out.push_back({device, address, bytes, 0, true, false});
+        }
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const EndSegment& a, const EndSegment& b) {
+      return std::pair(a.device, a.address) < std::pair(b.device, b.address);
+    });
+    return out;
+  }
+
+  // Each segment tiled by its blocks: allocated ones and the inactive gaps.
+  void segments(pickle::Writer& w) {
     w.empty_list();
     size_t in_batch = 0;
-    for (const auto& [key, seg] : segments) {
+    for (const EndSegment& seg : end_segments()) {
       if (in_batch == 0) w.mark();
+      const uint64_t seg_end = MappedRanges::end_of(seg.address, seg.bytes);
       uint64_t active = 0;
       std::vector<std::pair<uint64_t, uint64_t>> inside;  // address, size of allocated blocks
-      for (auto it = blocks_.lower_bound({key.first, key.second});
-           it != blocks_.end() && it->first.first == key.first && it->first.second < key.second + seg.bytes; ++it) {
-        const uint64_t end = std::min(it->first.second + it->second.bytes, key.second + seg.bytes);
-        inside.emplace_back(it->first.second, end - it->first.second);
-        active += end - it->first.second;
+      for (auto it = blocks_.lower_bound({seg.device, seg.address});
+           it != blocks_.end() && it->first.first == seg.device && it->first.second < seg_end; ++it) {
+        const uint64_t address = it->first.second;
+        if (seg.made_up && address != seg.address) continue;
+        if (!inside.empty() && address < inside.back().first + inside.back().second) continue;  // overlaps
+        const uint64_t end = std::min(MappedRanges::end_of(address, it->second.bytes), seg_end);
+        inside.emplace_back(address, end - address);
+        active += end - address;
       }
       w.empty_dict();
       w.mark();
       for (const auto& [k, v] : std::initializer_list<std::pair<const char*, uint64_t>>{
-               {"device", static_cast<uint64_t>(std::max<int16_t>(key.first, 0))},
-               {"address", key.second},
+               {"device", static_cast<uint64_t>(std::max<int16_t>(seg.device, 0))},
+               {"address", seg.address},
                {"total_size", seg.bytes},
                {"allocated_size", active},
                {"active_size", active},
@@ -386,13 +694,13 @@ class SnapshotWriter : public BoundedVisitor {
       w.integer(int64_t{0});
       w.tuple2();
       w.interned("is_expandable");
-      w.boolean(false);
+      w.boolean(seg.expandable);
       w.interned("frames");
       w.empty_list();
       w.interned("blocks");
       w.empty_list();
       w.mark();
-      uint64_t at = key.second;
+      size_t in_blocks = 0;
       auto block = [&](uint64_t address, uint64_t size, bool allocated) {
         w.empty_dict();
         w.mark();
@@ -401,27 +709,24 @@ class SnapshotWriter : public BoundedVisitor {
         w.interned("size");
         w.integer(size);
         w.interned("requested_size");
-        w.integer(size);
+        w.integer(allocated ? size : 0);
         w.interned("state");
         w.interned(allocated ? "active_allocated" : "inactive");
         w.interned("frames");
         w.empty_list();
         w.setitems();
-      };
-      size_t in_blocks = 0;
-      auto next_block = [&](uint64_t address, uint64_t size, bool allocated) {
-        block(address, size, allocated);
         if (++in_blocks % pickle::kBatch == 0) {
           w.appends();
           w.mark();
         }
       };
+      uint64_t at = seg.address;
       for (const auto& [address, size] : inside) {
-        if (address > at) next_block(at, address - at, false);
-        next_block(address, size, true);
+        if (address > at) block(at, address - at, false);
+        block(address, size, true);
         at = address + size;
       }
-      if (at < key.second + seg.bytes) next_block(at, key.second + seg.bytes - at, false);
+      if (at < seg_end) block(at, seg_end - at, false);
       w.appends();
       w.setitems();
       if (++in_batch == pickle::kBatch) {
@@ -432,17 +737,26 @@ class SnapshotWriter : public BoundedVisitor {
     if (in_batch) w.appends();
   }
 
-  const WarningSink& warn_;
+  const ExportOptions& options_;
   const TraceMeta* meta_ = nullptr;
   uint64_t memo_ = 0;
   bool checked_command_ = false;
   bool from_snapshot_ = false;
-  uint64_t host_events_ = 0;
+  bool host_as_device_ = false;
+  uint64_t host_allocs_ = 0, host_frees_ = 0;
+  uint64_t unmatched_ = 0;
   std::vector<std::unique_ptr<ListFile>> devices_;
+  std::unique_ptr<ListFile> host_;
   ListFile annotations_;
   std::vector<std::vector<StringId>> stacks_;
   std::map<uint64_t, StringId> starts_;
-  std::map<Key, Live> blocks_, segments_;
+  std::map<Key, Block> blocks_;
+  std::map<Key, Segment> segments_;  // recorded (reserved level)
+  std::map<Key, Segment> made_up_;   // a block's own, keyed by the block
+  std::map<int16_t, MappedRanges> mapped_;
+  std::map<int16_t, nlohmann::ordered_json> fields_;  // kFieldsMark: each device's entries' other fields
+  nlohmann::ordered_json settings_;                   // kSettingsMark
+  std::vector<nlohmann::ordered_json> segment_marks_;
 };
 
 class TorchSnapshotExporter : public Exporter {
@@ -456,8 +770,9 @@ class TorchSnapshotExporter : public Exporter {
     model_options.categories = false;
     const ExportModel model = build_export_model(options.trace, model_options);
     warn_if_incomplete(model, options.warn);
-    SnapshotWriter writer(model, options.warn);
+    SnapshotWriter writer(model, options);
     read_placed(options.trace, model.analysis.placement.get(), writer);
+    writer.decide();
     OutputFile out(options.output);
     writer.write(out);
     out.commit();

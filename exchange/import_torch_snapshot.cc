@@ -4,12 +4,16 @@
 //   {"segments": [...], "device_traces": [[entry, ...] per device],
 //    "external_annotations": [{"device", "stage": "START"|"END", "name",
 //    "time_us"}], "allocator_settings": {...}}
-// with entries {"action", "addr", "size", "stream", "time_us", "frames"}.
+// with entries {"action", "addr", "size", "stream", "time_us", "frames",
+// "user_metadata", "compile_context"}.
 //
 // Mapping (docs/viewers.md):
 //   alloc / free_completed        -> alloc / free, allocated level
 //   segment_alloc / segment_free  -> alloc / free, reserved level
-//   segment_map / segment_unmap   -> map / unmap
+//   segment_map / segment_unmap   -> map / unmap, and the mapped pieces as
+//                                    reserved-level alloc / free (memory kind
+//                                    vmm_physical, keyed by mapped address): an
+//                                    expandable segment's reserved memory
 //   free_requested, oom, snapshot, annotate and any other action
 //                                 -> a mark "torch.<action>" whose payload
 //                                    holds the entry's other scalar fields
@@ -17,12 +21,20 @@
 // The memory is live from alloc to free_completed: that is when the caching
 // allocator can hand it out again (memory_viz draws it so too).
 //
+// What a trace has no field for is kept in marks an export writes back
+// (kFieldsMark and the snapshot-level marks below): the extra scalar fields
+// of memory entries (user_metadata, compile_context), the segments at
+// snapshot time with their blocks (size and requested_size, state: the
+// fragmentation), and allocator_settings.
+//
 // History that began after memory was already allocated (the ring buffer of
 // _record_memory_history wrapped, or recording started late) frees blocks it
-// never saw allocated, and the segments list holds blocks still allocated that
-// the history never mentions. Both are allocated at the start of the trace
-// (api "none", so an export can tell them from recorded ones), so live bytes
-// are right from the first event.
+// never saw allocated, unmaps pages it never saw mapped, and the segments list
+// holds blocks still allocated that the history never mentions. All are
+// allocated (mapped) at the start of the trace (api "none", so an export can
+// tell them from recorded ones), so live bytes are right from the first event.
+// A block the history never saw counts at its requested_size, as the
+// history's own entries and memory_viz's timeline do.
 //
 // Times: time_us (microseconds of CLOCK_REALTIME) become nanoseconds, and the
 // header says CLOCK_REALTIME and the trace's clock agree at the first event.
@@ -44,6 +56,7 @@
 #include "exchange/export_output.h"
 #include "exchange/export_text.h"
 #include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot_shared.h"
 #include "traces/writer.h"
 
 namespace psc {
@@ -95,14 +108,20 @@ class SnapshotImport {
           "no device_traces: the snapshot was taken without memory history "
           "(torch.cuda.memory._record_memory_history)");
     expect(*traces, Type::kList, "device_traces");
-    if (traces->items.size() > 4096) fail(fmt::format("{} devices", traces->items.size()));
+    if (traces->items.size() > kMaxDevices) fail(fmt::format("{} devices", traces->items.size()));
     for (size_t d = 0; d < traces->items.size(); ++d) read_device(d, doc_.at(traces->items[d]));
     if (const Value* annotations = doc_.find(root, "external_annotations")) read_annotations(*annotations);
     if (const Value* segments = doc_.find(root, "segments")) read_segments(*segments);
+    if (const Value* settings = doc_.find(root, "allocator_settings")) read_settings(*settings);
     return write();
   }
 
  private:
+  static constexpr size_t kMaxDevices = 4096;
+  // Nesting kept in a mark's payload (allocator_settings, a segment's
+  // blocks); the memo can make a value contain itself.
+  static constexpr int kMaxNesting = 16;
+
   [[noreturn]] void fail(const std::string& reason) const { throw InputError(options_.input, reason); }
 
   void expect(const Value& v, Type type, const std::string& where) const {
@@ -119,8 +138,9 @@ class SnapshotImport {
     if (v->type != Type::kInt) fail(fmt::format("{}.{} is a {}, not an int", where, key, pickle::type_name(v->type)));
     return v->integer;
   }
-  uint64_t unsigned_integer(const Value& entry, const char* key, const std::string& where, bool required) {
-    const int64_t v = integer(entry, key, where, required);
+  uint64_t unsigned_integer(const Value& entry, const char* key, const std::string& where, bool required,
+                            uint64_t fallback = 0) {
+    const int64_t v = integer(entry, key, where, required, static_cast<int64_t>(fallback));
     if (v < 0) fail(fmt::format("{}.{} is negative ({})", where, key, v));
     return static_cast<uint64_t>(v);
   }
@@ -131,6 +151,41 @@ class SnapshotImport {
     return v->text;
   }
 
+  // A value as JSON, frames left out (a trace has no stacks).
+  nlohmann::ordered_json to_json(const Value& v, int depth) {
+    if (depth > kMaxNesting) {
+      ++dropped_fields_;
+      return nullptr;
+    }
+    switch (v.type) {
+      case Type::kNone: return nullptr;
+      case Type::kBool: return v.boolean;
+      case Type::kInt: return v.integer;
+      case Type::kFloat: return v.real;
+      case Type::kString: return sanitize_utf8(v.text);  // pickled str may hold any bytes
+      case Type::kBytes: ++dropped_fields_; return nullptr;
+      case Type::kList:
+      case Type::kTuple: {
+        nlohmann::ordered_json a = nlohmann::ordered_json::array();
+        for (pickle::Ref r : v.items) a.push_back(to_json(doc_.at(r), depth + 1));
+        return a;
+      }
+      case Type::kDict: {
+        nlohmann::ordered_json o = nlohmann::ordered_json::object();
+        for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+          const Value& k = doc_.at(v.items[i]);
+          if (k.type != Type::kString || k.text == "frames") continue;
+          o[sanitize_utf8(k.text)] = to_json(doc_.at(v.items[i + 1]), depth + 1);
+        }
+        return o;
+      }
+    }
+    return nullptr;
+  }
+  static std::string dump(const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+
   // The entry's scalar fields other than these, as a JSON object: a mark's payload.
   std::string other_fields(const Value& entry, std::initializer_list<std::string_view> skip) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -139,17 +194,16 @@ class SnapshotImport {
       const Value& v = doc_.at(entry.items[i + 1]);
       if (k.type != Type::kString) continue;
       if (std::find(skip.begin(), skip.end(), k.text) != skip.end()) continue;
-      const std::string key = sanitize_utf8(k.text);  // pickled str may hold any bytes
       switch (v.type) {
-        case Type::kInt: j[key] = v.integer; break;
-        case Type::kBool: j[key] = v.boolean; break;
-        case Type::kFloat: j[key] = v.real; break;
-        case Type::kString: j[key] = sanitize_utf8(v.text); break;
-        case Type::kNone: j[key] = nullptr; break;
+        case Type::kInt:
+        case Type::kBool:
+        case Type::kFloat:
+        case Type::kString:
+        case Type::kNone: j[sanitize_utf8(k.text)] = to_json(v, 0); break;
         default: ++dropped_fields_; break;  // frames and other structure: not kept
       }
     }
-    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return dump(j);
   }
 
   uint64_t time_of(const Value& entry, const std::string& where) {
@@ -164,12 +218,24 @@ class SnapshotImport {
     return last_time_ns_;
   }
 
+  // The device's state while its history is read, and after.
+  struct DeviceState {
+    std::set<uint64_t> live_blocks, live_segments;
+    MappedRanges mapped;        // expandable segments' pieces
+    std::string fields = "{}";  // the extra fields of the last memory entry
+  };
+
+  void grow_devices(size_t d) {
+    if (d < devices_.size()) return;
+    devices_.resize(d + 1);
+    state_.resize(d + 1);
+  }
+
   void read_device(size_t d, const Value& trace) {
     const std::string where = fmt::format("device_traces[{}]", d);
     expect(trace, Type::kList, where);
-    std::vector<Pending>& out = devices_.emplace_back();
+    grow_devices(d);
     last_time_ns_ = 0;
-    std::set<uint64_t> live_blocks, live_segments;
     for (size_t i = 0; i < trace.items.size(); ++i) {
       const Value& entry = doc_.at(trace.items[i]);
       const std::string at = fmt::format("{}[{}]", where, i);
@@ -179,44 +245,108 @@ class SnapshotImport {
       p.device = static_cast<int16_t>(d);
       p.time_ns = time_of(entry, at);
       p.stream = static_cast<uint64_t>(integer(entry, "stream", at, false));
+      ++counts_[action];
       // "free": what snapshots before free_requested/free_completed wrote.
       const bool block = action == "alloc" || action == "free_completed" || action == "free";
       const bool segment = action == "segment_alloc" || action == "segment_free";
-      if (block || segment || action == "segment_map" || action == "segment_unmap") {
-        p.address = unsigned_integer(entry, "addr", at, true);
-        p.bytes = unsigned_integer(entry, "size", at, true);
-        p.flags = segment ? kFlagReserved : 0;
-        p.memory = MemoryKind::kDevice;
-        std::set<uint64_t>& live = block ? live_blocks : live_segments;
-        if (action == "alloc" || action == "segment_alloc") {
-          p.kind = EventKind::kAlloc;
-          live.insert(p.address);
-          ++counts_[action];
-        } else if (action == "free_completed" || action == "free" || action == "segment_free") {
-          p.kind = EventKind::kFree;
-          if (!live.erase(p.address)) before_history(d, p);  // allocated before the history began
-          ++counts_[action];
-        } else {
-          p.kind = action == "segment_map" ? EventKind::kMap : EventKind::kUnmap;
-          ++counts_[action];
-        }
-      } else {
+      const bool mapping = action == "segment_map" || action == "segment_unmap";
+      if (!block && !segment && !mapping) {
         p.kind = EventKind::kMark;
         p.name = "torch." + sanitize_utf8(action);
         p.payload = other_fields(entry, {"action", "time_us", "frames"});
-        ++counts_[action];
+        devices_[d].push_back(std::move(p));
+        continue;
       }
-      out.push_back(std::move(p));
+      p.address = unsigned_integer(entry, "addr", at, true);
+      p.bytes = unsigned_integer(entry, "size", at, true);
+      p.memory = MemoryKind::kDevice;
+      fields(d, p, other_fields(entry, {"action", "addr", "size", "stream", "time_us", "frames"}));
+      if (mapping) {
+        map_or_unmap(d, p, action == "segment_map");
+        continue;
+      }
+      p.flags = segment ? kFlagReserved : 0;
+      std::set<uint64_t>& live = block ? state_[d].live_blocks : state_[d].live_segments;
+      if (action == "alloc" || action == "segment_alloc") {
+        p.kind = EventKind::kAlloc;
+        live.insert(p.address);
+      } else {
+        p.kind = EventKind::kFree;
+        if (!live.erase(p.address)) before_history(p);  // allocated before the history began
+      }
+      devices_[d].push_back(std::move(p));
     }
-    live_blocks_.push_back(std::move(live_blocks));
-    live_segments_.push_back(std::move(live_segments));
   }
 
-  void before_history(size_t d, const Pending& free) {
+  // A kFieldsMark before the first memory entry whose extra fields differ
+  // from the last one's.
+  void fields(size_t d, const Pending& entry, std::string fields) {
+    if (fields == state_[d].fields) return;
+    Pending m;
+    m.kind = EventKind::kMark;
+    m.device = entry.device;
+    m.time_ns = entry.time_ns;
+    m.name = kFieldsMark;
+    m.payload = fields;
+    devices_[d].push_back(std::move(m));
+    state_[d].fields = std::move(fields);
+    ++field_changes_;
+  }
+
+  // segment_map: the map and the piece's reserved memory. segment_unmap: the
+  // unmap, and the pieces it covers freed (the part of a cut piece that stays
+  // mapped allocated again); what no piece held was mapped before the history
+  // began.
+  void map_or_unmap(size_t d, Pending p, bool map) {
+    std::vector<Pending>& out = devices_[d];
+    Pending piece = p;
+    piece.flags = kFlagReserved;
+    piece.memory = MemoryKind::kVmmPhysical;
+    auto piece_event = [&](EventKind kind, const MappedRanges::Piece& r) {
+      Pending e = piece;
+      e.kind = kind;
+      e.address = r.address;
+      e.bytes = r.bytes;
+      out.push_back(e);
+    };
+    p.kind = map ? EventKind::kMap : EventKind::kUnmap;
+    p.flags = kFlagReserved;
+    p.memory = MemoryKind::kVmmPhysical;
+    MappedRanges& mapped = state_[d].mapped;
+    if (map) {
+      // A map over mapped pages (a damaged history) replaces them.
+      mapped.remove(
+          p.address, p.bytes, [&](const MappedRanges::Piece& r) { piece_event(EventKind::kFree, r); },
+          [&](const MappedRanges::Piece& r) { piece_event(EventKind::kAlloc, r); }, [](const MappedRanges::Piece&) {});
+      piece_event(EventKind::kAlloc, {p.address, p.bytes});
+      mapped.add(p.address, p.bytes);
+      out.push_back(p);
+      return;
+    }
+    out.push_back(p);
+    mapped.remove(
+        p.address, p.bytes, [&](const MappedRanges::Piece& r) { piece_event(EventKind::kFree, r); },
+        [&](const MappedRanges::Piece& r) { piece_event(EventKind::kAlloc, r); },
+        [&](const MappedRanges::Piece& r) {
+          mapped_before_history(piece, r);
+          piece_event(EventKind::kFree, r);
+        });
+  }
+
+  // Memory the history frees without having allocated it: allocated at the start.
+  void before_history(const Pending& free) {
     Pending a = free;
     a.kind = EventKind::kAlloc;
     a.api = Api::kNone;
-    a.device = static_cast<int16_t>(d);
+    initial_.push_back(a);
+  }
+  // Pages mapped before the history began: their memory and their map.
+  void mapped_before_history(const Pending& piece, const MappedRanges::Piece& r) {
+    Pending a = piece;
+    a.address = r.address;
+    a.bytes = r.bytes;
+    before_history(a);
+    a.kind = EventKind::kMap;
     initial_.push_back(a);
   }
 
@@ -256,8 +386,9 @@ class SnapshotImport {
     }
   }
 
-  // Blocks still allocated (and segments still reserved) at the snapshot
-  // whose allocation the history does not hold.
+  // Segments at snapshot time: each kept as a kSegmentMark; the memory in
+  // them the history does not hold (segments still reserved, pages still
+  // mapped, blocks still allocated) allocated at the start.
   void read_segments(const Value& list) {
     expect(list, Type::kList, "segments");
     for (size_t i = 0; i < list.items.size(); ++i) {
@@ -265,13 +396,10 @@ class SnapshotImport {
       const std::string at = fmt::format("segments[{}]", i);
       expect(s, Type::kDict, at);
       const int64_t device = integer(s, "device", at, true);
-      if (device < 0 || device >= 4096) fail(fmt::format("{}.device is {}", at, device));
+      if (device < 0 || device >= static_cast<int64_t>(kMaxDevices)) fail(fmt::format("{}.device is {}", at, device));
       const size_t d = static_cast<size_t>(device);
-      if (d >= live_segments_.size()) {
-        live_segments_.resize(d + 1);
-        live_blocks_.resize(d + 1);
-        devices_.resize(d + 1);
-      }
+      grow_devices(d);
+      DeviceState& state = state_[d];
       Pending seg;
       seg.device = static_cast<int16_t>(d);
       seg.address = unsigned_integer(s, "address", at, true);
@@ -279,7 +407,26 @@ class SnapshotImport {
       seg.stream = static_cast<uint64_t>(integer(s, "stream", at, false));
       seg.flags = kFlagReserved;
       seg.memory = MemoryKind::kDevice;
-      if (!live_segments_[d].count(seg.address)) before_history(d, seg);
+      if (integer(s, "is_expandable", at, false) != 0) {
+        // One segment per stretch of mapped pages (PyTorch's snapshot()).
+        seg.memory = MemoryKind::kVmmPhysical;
+        std::vector<MappedRanges::Piece> unmapped;
+        state.mapped.gaps(seg.address, seg.bytes, [&](const MappedRanges::Piece& r) { unmapped.push_back(r); });
+        for (const MappedRanges::Piece& r : unmapped) {
+          mapped_before_history(seg, r);
+          state.mapped.add(r.address, r.bytes);
+        }
+      } else if (!state.live_segments.count(seg.address)) {
+        before_history(seg);
+        state.live_segments.insert(seg.address);
+      }
+      ++segments_kept_;
+      segment_marks_.push_back(Pending{});
+      Pending& mark = segment_marks_.back();
+      mark.kind = EventKind::kMark;
+      mark.device = seg.device;
+      mark.name = kSegmentMark;
+      mark.payload = dump(to_json(s, 0));
       const Value* blocks = doc_.find(s, "blocks");
       if (!blocks) continue;
       expect(*blocks, Type::kList, at + ".blocks");
@@ -289,28 +436,58 @@ class SnapshotImport {
         const std::string bat = fmt::format("{}.blocks[{}]", at, b);
         expect(block, Type::kDict, bat);
         const uint64_t size = unsigned_integer(block, "size", bat, true);
-        const Value* state = doc_.find(block, "state");
-        const bool active = state && state->type == Type::kString && state->text == "active_allocated";
+        const Value* state_name = doc_.find(block, "state");
+        const bool active = state_name && state_name->type == Type::kString && state_name->text == "active_allocated";
         // Blocks tile their segment in order (memory_viz reads them so).
         const uint64_t block_address =
             doc_.find(block, "address") ? unsigned_integer(block, "address", bat, true) : address;
-        if (active && !live_blocks_[d].count(block_address)) {
+        if (active && !state.live_blocks.count(block_address)) {
           Pending a = seg;
           a.flags = 0;
+          a.memory = MemoryKind::kDevice;
           a.address = block_address;
-          a.bytes = size;
-          before_history(d, a);
+          a.bytes = requested_size(block, bat, size);
+          before_history(a);
+          ++blocks_before_history_;
         }
-        address = block_address + size;
+        address = MappedRanges::end_of(block_address, size);
       }
     }
   }
 
+  // What the block holds: requested_size (older snapshots: the first
+  // history entry's real_size; or the rounded size), as memory_viz reads it.
+  uint64_t requested_size(const Value& block, const std::string& at, uint64_t size) {
+    if (doc_.find(block, "requested_size")) return unsigned_integer(block, "requested_size", at, false, size);
+    if (const Value* history = doc_.find(block, "history"))
+      if (history->type == Type::kList && !history->items.empty()) {
+        const Value& first = doc_.at(history->items[0]);
+        if (first.type == Type::kDict) return unsigned_integer(first, "real_size", at + ".history[0]", false, size);
+      }
+    return size;
+  }
+
+  void read_settings(const Value& settings) {
+    expect(settings, Type::kDict, "allocator_settings");
+    Pending mark;
+    mark.kind = EventKind::kMark;
+    mark.name = kSettingsMark;
+    mark.payload = dump(to_json(settings, 0));
+    segment_marks_.insert(segment_marks_.begin(), std::move(mark));
+    settings_kept_ = true;
+  }
+
   ImportSummary write() {
-    uint64_t first = UINT64_MAX;
+    uint64_t first = UINT64_MAX, last = 0;
     for (const auto& list : devices_)
-      if (!list.empty()) first = std::min(first, list.front().time_ns);
-    if (!annotations_.empty()) first = std::min(first, annotations_.front().time_ns);
+      for (const Pending& p : list) {
+        first = std::min(first, p.time_ns);
+        last = std::max(last, p.time_ns);
+      }
+    for (const Pending& p : annotations_) {
+      first = std::min(first, p.time_ns);
+      last = std::max(last, p.time_ns);
+    }
     if (first == UINT64_MAX) first = 0;
 
     TraceWriterOptions wo;
@@ -349,6 +526,8 @@ class SnapshotImport {
       if (!p.payload.empty()) e.payload = writer.intern(p.payload);
       writer.event(e);
     };
+    // Segments and mapped pages first, then the blocks in them.
+    std::stable_partition(initial_.begin(), initial_.end(), [](const Pending& p) { return p.flags & kFlagReserved; });
     for (Pending p : initial_) {
       p.time_ns = first;
       emit(p);
@@ -368,13 +547,21 @@ class SnapshotImport {
       if (best == SIZE_MAX) break;
       emit((*lists[best])[next[best]++]);
     }
+    // What the snapshot held at its end.
+    for (Pending p : segment_marks_) {
+      p.time_ns = std::max(first, last);
+      emit(p);
+    }
     writer.close();
     if (rename_into_place && std::rename(partial.c_str(), options_.output.c_str()) != 0)
       throw std::runtime_error(options_.output + ": cannot rename " + partial + " into place");
     cleanup.keep = true;
+    return summary(writer.events_written());
+  }
 
+  ImportSummary summary(uint64_t events) const {
     ImportSummary summary;
-    summary.events = writer.events_written();
+    summary.events = events;
     std::string actions;
     for (const auto& [action, n] : counts_) actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", n, action);
     summary.lines.push_back(fmt::format("devices: {}", devices_.size()));
@@ -385,24 +572,33 @@ class SnapshotImport {
                                    : ""));
     if (!initial_.empty())
       summary.lines.push_back(
-          fmt::format("{} blocks and segments allocated before the history began: allocated at "
-                      "its start",
-                      initial_.size()));
+          fmt::format("{} blocks, segments and mapped pages allocated before the history began: allocated at its start "
+                      "({} blocks live at the snapshot at their requested_size)",
+                      initial_.size(), blocks_before_history_));
     if (without_time_) summary.lines.push_back(fmt::format("{} entries without time_us: kept in order", without_time_));
+    summary.lines.push_back(
+        fmt::format("kept as marks: {} segments with their blocks{}, {} changes of the entries' other fields "
+                    "(user_metadata, compile_context, ...)",
+                    segments_kept_, settings_kept_ ? ", allocator_settings" : "", field_changes_));
     summary.lines.push_back("not kept: stack frames (a trace has no place for them)");
     return summary;
   }
 
   const ImportOptions& options_;
   Document doc_;
-  std::vector<std::vector<Pending>> devices_;
+  std::vector<std::vector<Pending>> devices_;  // each device's history
+  std::vector<DeviceState> state_;
   std::vector<Pending> annotations_;
-  std::vector<Pending> initial_;
-  std::vector<std::set<uint64_t>> live_blocks_, live_segments_;
+  std::vector<Pending> initial_;        // allocated before the history began
+  std::vector<Pending> segment_marks_;  // at snapshot time: settings first, then segments
   std::map<std::string, uint64_t> counts_;
   uint64_t last_time_ns_ = 0;
   uint64_t without_time_ = 0;
   uint64_t dropped_fields_ = 0;
+  uint64_t field_changes_ = 0;
+  uint64_t blocks_before_history_ = 0;
+  uint64_t segments_kept_ = 0;
+  bool settings_kept_ = false;
   uint64_t annotation_count_ = 0;
   uint64_t unmatched_annotation_ends_ = 0;
 };

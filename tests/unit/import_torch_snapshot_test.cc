@@ -2,7 +2,8 @@
 // refuses), the import of snapshots Python's pickle wrote (protocols 2, 4, 5;
 // tests/golden/make_torch_snapshot.py), the round trip snapshot -> import ->
 // export -> the same entries, the export of a recorder trace, and the opcodes
-// pytorch.org/memory_viz's own unpickler reads.
+// pytorch.org/memory_viz's own unpickler reads. What memory_viz's views make
+// of the files: torch_snapshot_viz_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -117,29 +118,6 @@ TEST(PickleReader, SignExtendsLong1AndKeepsTheLastOfEqualKeys) {
   EXPECT_EQ(neg.at(neg.root()).integer, -32768);
 }
 
-TEST(PickleWriter, WritesOnlyWhatMemoryVizReads) {
-  uint64_t memo = 0;
-  pickle::Writer w(&memo);
-  w.proto();
-  w.empty_list();
-  w.mark();
-  for (int64_t v : {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{65535}, int64_t{65536}, int64_t{-1},
-                    int64_t{1} << 40, -(int64_t{1} << 40), INT64_MAX, INT64_MIN})
-    w.integer(v);
-  w.interned("key");
-  w.interned("key");
-  w.string(std::string(300, 'x'));
-  w.appends();
-  w.stop();
-  const Document doc = pickle::parse(w.out());
-  const Value& list = doc.at(doc.root());
-  ASSERT_EQ(list.items.size(), 13u);
-  const int64_t want[] = {0, 255, 256, 65535, 65536, -1, int64_t{1} << 40, -(int64_t{1} << 40), INT64_MAX, INT64_MIN};
-  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(doc.at(list.items[i]).integer, want[i]) << i;
-  EXPECT_EQ(doc.at(list.items[11]).text, "key");
-  EXPECT_EQ(doc.at(list.items[12]).text.size(), 300u);
-}
-
 // The opcodes pytorch.org/memory_viz's unpickler handles
 // (torch/utils/viz/MemoryViz.js, `unpickle`), walked over a whole file.
 bool memory_viz_reads(const std::string& data, std::string* why) {
@@ -187,6 +165,33 @@ bool memory_viz_reads(const std::string& data, std::string* why) {
   return false;
 }
 
+TEST(PickleWriter, WritesOnlyWhatMemoryVizReads) {
+  uint64_t memo = 0;
+  pickle::Writer w(&memo);
+  w.proto();
+  w.empty_list();
+  w.mark();
+  for (int64_t v : {int64_t{0}, int64_t{255}, int64_t{256}, int64_t{65535}, int64_t{65536}, int64_t{-1},
+                    int64_t{1} << 40, -(int64_t{1} << 40), INT64_MAX, INT64_MIN})
+    w.integer(v);
+  w.interned("key");
+  w.interned("key");
+  w.string(std::string(300, 'x'));
+  w.real(-2.5);  // allocator_settings' garbage_collection_threshold is a float
+  w.appends();
+  w.stop();
+  std::string why;
+  EXPECT_TRUE(memory_viz_reads(w.out(), &why)) << why;
+  const Document doc = pickle::parse(w.out());
+  const Value& list = doc.at(doc.root());
+  ASSERT_EQ(list.items.size(), 14u);
+  EXPECT_EQ(doc.at(list.items[13]).real, -2.5);
+  const int64_t want[] = {0, 255, 256, 65535, 65536, -1, int64_t{1} << 40, -(int64_t{1} << 40), INT64_MAX, INT64_MIN};
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(doc.at(list.items[i]).integer, want[i]) << i;
+  EXPECT_EQ(doc.at(list.items[11]).text, "key");
+  EXPECT_EQ(doc.at(list.items[12]).text.size(), 300u);
+}
+
 class TorchSnapshot : public ::testing::Test {
  protected:
   ImportSummary import(const std::string& from, const std::string& to) {
@@ -216,21 +221,24 @@ TEST_F(TorchSnapshot, ImportCarriesEveryEntryAndTheMemoryBeforeTheHistory) {
   const Analysis a = analyze_trace(trace);
   const auto& kinds = a.trace.events_by_kind;
   // Three allocations the history never saw: a block it frees, a block and a
-  // segment the segments list holds (make_torch_snapshot.py).
-  EXPECT_EQ(kinds[static_cast<int>(EventKind::kAlloc)], actions["alloc"] + actions["segment_alloc"] + 3);
-  EXPECT_EQ(kinds[static_cast<int>(EventKind::kFree)], actions["free_completed"] + actions["segment_free"]);
+  // segment the segments list holds (make_torch_snapshot.py); and the mapped
+  // pages' memory (reserved level) from each map to its unmap.
+  EXPECT_EQ(kinds[static_cast<int>(EventKind::kAlloc)],
+            actions["alloc"] + actions["segment_alloc"] + actions["segment_map"] + 3);
+  EXPECT_EQ(kinds[static_cast<int>(EventKind::kFree)],
+            actions["free_completed"] + actions["segment_free"] + actions["segment_unmap"]);
+  // Marks: the entries that are not memory, each segment, allocator_settings.
   EXPECT_EQ(kinds[static_cast<int>(EventKind::kMark)],
-            actions["free_requested"] + actions["oom"] + actions["snapshot"]);
+            actions["free_requested"] + actions["oom"] + actions["snapshot"] + snapshot["segments"].size() + 1);
   EXPECT_EQ(kinds[static_cast<int>(EventKind::kMap)], actions["segment_map"]);
   EXPECT_EQ(kinds[static_cast<int>(EventKind::kRangeStart)], 2u);
   EXPECT_EQ(a.memory.counts.unmatched_frees, 0u);  // the block freed first was allocated at the start
-  // What is live at the end is what the segments list holds allocated (the
-  // size of a block the history allocated is its requested size).
+  // What is live at the end is what the segments list holds allocated, at
+  // its requested size (what the history's entries and memory_viz count).
   uint64_t allocated = 0;
   for (const auto& s : snapshot["segments"])
     for (const auto& b : s["blocks"])
-      if (b["state"] == "active_allocated")
-        allocated += b["address"] == 0x7E0000000000 ? 3000 : b["size"].get<uint64_t>();
+      if (b["state"] == "active_allocated") allocated += b["requested_size"].get<uint64_t>();
   EXPECT_EQ(a.memory.live_at_end_bytes, allocated);
   EXPECT_EQ(a.trace.header.realtime_ns, a.trace.header.monotonic_ns);
   EXPECT_EQ(a.trace.first_time_ns, snapshot["device_traces"][0][0]["time_us"].get<uint64_t>() * 1000);
@@ -239,13 +247,16 @@ TEST_F(TorchSnapshot, ImportCarriesEveryEntryAndTheMemoryBeforeTheHistory) {
 }
 
 TEST_F(TorchSnapshot, RoundTripGivesBackTheSameEntries) {
-  for (const char* name : {"torch_snapshot.pickle", "torch_snapshot_p2.pickle", "torch_snapshot_p5.pickle"}) {
+  for (const char* name :
+       {"torch_snapshot.pickle", "torch_snapshot_p2.pickle", "torch_snapshot_p5.pickle",
+        "torch_snapshot_segments.pickle", "torch_snapshot_expandable.pickle", "torch_snapshot_ring.pickle"}) {
     const std::string trace = dir_.file("rt.pstrace"), back = dir_.file("rt.pickle");
     import(test::golden_path(name), trace);
     export_snapshot(trace, back);
     const json original = load(test::golden_path(name)), again = load(back);
     EXPECT_EQ(without_frames(again["device_traces"]), without_frames(original["device_traces"])) << name;
     EXPECT_EQ(again["external_annotations"], original["external_annotations"]) << name;
+    EXPECT_EQ(again["allocator_settings"], original["allocator_settings"]) << name;
     // Segments: the same reserved ranges, the same blocks allocated in them.
     std::set<std::tuple<int64_t, int64_t, int64_t>> want, got;
     for (const auto& s : original["segments"])
@@ -273,13 +284,22 @@ TEST_F(TorchSnapshot, ExportOfARecorderTraceIsWhatMemoryVizDraws) {
       for (const char* k : {"size", "stream", "time_us", "frames"}) EXPECT_TRUE(e.contains(k)) << k;
     }
   EXPECT_EQ(actions["alloc"], a.memory.counts.allocs);
-  EXPECT_EQ(actions["free_completed"], a.memory.counts.frees + a.memory.counts.unmatched_frees);
+  // A replaced allocation's lost free is written; a free of memory never
+  // allocated is left out (warned about).
+  EXPECT_EQ(actions["free_completed"], a.memory.counts.frees + a.memory.counts.replaced);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find(std::to_string(a.memory.counts.unmatched_frees) + " frees"), std::string::npos)
+      << warnings_[0];
   EXPECT_EQ(actions["free_requested"], actions["free_completed"]);
   EXPECT_EQ(actions["oom"], a.memory.counts.failed);
-  EXPECT_EQ(actions["segment_alloc"], 2u);
+  // The two recorded segments, and one made up for each block (the fixture's
+  // blocks lie outside its segments): every alloc lies in a live segment, as
+  // memory_viz's Allocator State History needs (torch_snapshot_viz_test.cc).
+  EXPECT_EQ(actions["segment_alloc"], 2u + actions["alloc"]);
+  EXPECT_EQ(actions["segment_free"], 1u + actions["free_completed"]);
   EXPECT_EQ(s["device_traces"].size(), 2u);  // devices 0 and 1
-  // Reserved at the end: the second segment; every live block inside a
-  // segment, as memory_viz needs, or in one of its own.
+  // Reserved at the end: the second segment and the live blocks' own; each
+  // tiled by its blocks.
   uint64_t blocks = 0, block_bytes = 0;
   for (const auto& seg : s["segments"]) {
     uint64_t at = seg["address"], tiled = 0;
