@@ -19,6 +19,7 @@
 #include "exchange/exporter.h"
 #include "exchange/import_pickle.h"
 #include "tests/support/export_fixture.h"
+#include "tests/support/pickle_json.h"
 
 namespace psc {
 namespace {
@@ -28,37 +29,7 @@ using pickle::Type;
 using pickle::Value;
 using json = nlohmann::json;
 
-// A value as JSON, following references; depth-bounded (the memo can make cycles).
-json to_json(const Document& doc, const Value& v, int depth = 0) {
-  if (depth > 32) return "<deep>";
-  switch (v.type) {
-    case Type::kNone: return nullptr;
-    case Type::kBool: return v.boolean;
-    case Type::kInt: return v.integer;
-    case Type::kFloat: return v.real;
-    case Type::kString: return v.text;
-    case Type::kBytes: return "<bytes>";
-    case Type::kList:
-    case Type::kTuple: {
-      json a = json::array();
-      for (pickle::Ref r : v.items) a.push_back(to_json(doc, doc.at(r), depth + 1));
-      return a;
-    }
-    case Type::kDict: {
-      json o = json::object();
-      for (size_t i = 0; i + 1 < v.items.size(); i += 2)
-        o[doc.at(v.items[i]).type == Type::kString ? doc.at(v.items[i]).text : "<key>"] =
-            to_json(doc, doc.at(v.items[i + 1]), depth + 1);
-      return o;
-    }
-  }
-  return nullptr;
-}
-
-json load(const std::string& path) {
-  const Document doc = pickle::parse(test::read_file(path));
-  return to_json(doc, doc.at(doc.root()));
-}
+using test::load_pickle_json;
 
 // Entries without their stack frames (a trace has no place for them).
 json without_frames(json traces) {
@@ -78,9 +49,9 @@ uint64_t parse_error_offset(const std::string& data) {
 }
 
 TEST(PickleReader, ReadsWhatPythonWritesInEveryProtocolAlike) {
-  const json p4 = load(test::golden_path("torch_snapshot.pickle"));
-  EXPECT_EQ(load(test::golden_path("torch_snapshot_p2.pickle")), p4);
-  EXPECT_EQ(load(test::golden_path("torch_snapshot_p5.pickle")), p4);
+  const json p4 = load_pickle_json(test::golden_path("torch_snapshot.pickle"));
+  EXPECT_EQ(load_pickle_json(test::golden_path("torch_snapshot_p2.pickle")), p4);
+  EXPECT_EQ(load_pickle_json(test::golden_path("torch_snapshot_p5.pickle")), p4);
   EXPECT_EQ(p4["device_traces"].size(), 2u);
   EXPECT_EQ(p4["allocator_settings"]["max_split_size"], -1);
   EXPECT_EQ(p4["segments"][0]["segment_pool_id"], json::array({0, 0}));
@@ -214,7 +185,7 @@ class TorchSnapshot : public ::testing::Test {
 TEST_F(TorchSnapshot, ImportCarriesEveryEntryAndTheMemoryBeforeTheHistory) {
   const std::string trace = dir_.file("snapshot.pstrace");
   import(test::golden_path("torch_snapshot.pickle"), trace);
-  const json snapshot = load(test::golden_path("torch_snapshot.pickle"));
+  const json snapshot = load_pickle_json(test::golden_path("torch_snapshot.pickle"));
   std::map<std::string, uint64_t> actions;
   for (const auto& device : snapshot["device_traces"])
     for (const auto& e : device) ++actions[e["action"].get<std::string>()];
@@ -253,7 +224,7 @@ TEST_F(TorchSnapshot, RoundTripGivesBackTheSameEntries) {
     const std::string trace = dir_.file("rt.pstrace"), back = dir_.file("rt.pickle");
     import(test::golden_path(name), trace);
     export_snapshot(trace, back);
-    const json original = load(test::golden_path(name)), again = load(back);
+    const json original = load_pickle_json(test::golden_path(name)), again = load_pickle_json(back);
     EXPECT_EQ(without_frames(again["device_traces"]), without_frames(original["device_traces"])) << name;
     EXPECT_EQ(again["external_annotations"], original["external_annotations"]) << name;
     EXPECT_EQ(again["allocator_settings"], original["allocator_settings"]) << name;
@@ -276,7 +247,7 @@ TEST_F(TorchSnapshot, ExportOfARecorderTraceIsWhatMemoryVizDraws) {
   test::write_fixture_trace(trace);
   export_snapshot(trace, out);
   const Analysis a = analyze_trace(trace);
-  const json s = load(out);
+  const json s = load_pickle_json(out);
   std::map<std::string, uint64_t> actions;
   for (const auto& device : s["device_traces"])
     for (const auto& e : device) {

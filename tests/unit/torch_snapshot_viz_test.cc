@@ -29,6 +29,7 @@
 #include "exchange/exporter.h"
 #include "exchange/import_pickle.h"
 #include "tests/support/export_fixture.h"
+#include "tests/support/pickle_json.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 
@@ -40,36 +41,7 @@ using pickle::Document;
 using pickle::Type;
 using pickle::Value;
 
-json to_json(const Document& doc, const Value& v, int depth = 0) {
-  if (depth > 32) return "<deep>";
-  switch (v.type) {
-    case Type::kNone: return nullptr;
-    case Type::kBool: return v.boolean;
-    case Type::kInt: return v.integer;
-    case Type::kFloat: return v.real;
-    case Type::kString: return v.text;
-    case Type::kBytes: return "<bytes>";
-    case Type::kList:
-    case Type::kTuple: {
-      json a = json::array();
-      for (pickle::Ref r : v.items) a.push_back(to_json(doc, doc.at(r), depth + 1));
-      return a;
-    }
-    case Type::kDict: {
-      json o = json::object();
-      for (size_t i = 0; i + 1 < v.items.size(); i += 2)
-        o[doc.at(v.items[i]).type == Type::kString ? doc.at(v.items[i]).text : "<key>"] =
-            to_json(doc, doc.at(v.items[i + 1]), depth + 1);
-      return o;
-    }
-  }
-  return nullptr;
-}
-
-json load(const std::string& path) {
-  const Document doc = pickle::parse(test::read_file(path));
-  return to_json(doc, doc.at(doc.root()));
-}
+using test::load_pickle_json;
 
 json without_frames(json j) {
   if (j.is_object()) {
@@ -309,7 +281,7 @@ class TorchSnapshotViz : public ::testing::Test {
     o.warn = [this](const std::string& w) { warnings_.push_back(w); };
     find_exporter("torch-snapshot")->write(o);
     last_export_ = o.output;
-    return load(o.output);
+    return load_pickle_json(o.output);
   }
   void expect_memory_viz_draws(const json& snapshot, const std::string& what) {
     for (size_t d = 0; d < snapshot["device_traces"].size(); ++d) {
@@ -409,7 +381,7 @@ TEST_F(TorchSnapshotViz, CheckerFindsWhatMemoryVizCannotDraw) {
 TEST_F(TorchSnapshotViz, FixturesAreWhatTheGeneratorsReplaySaysAndMemoryVizCanDraw) {
   ASSERT_EQ(expected().size(), 3u);
   for (const auto& [name, want] : expected().items()) {
-    const json snapshot = load(test::golden_path(name));
+    const json snapshot = load_pickle_json(test::golden_path(name));
     // Two replays written apart (Python in the generator, C++ here) agree.
     const Timeline t = memory_viz_timeline(snapshot, 0);
     EXPECT_EQ(t.peak, want["peak_bytes"].get<uint64_t>()) << name;
@@ -462,7 +434,7 @@ uint64_t reserved_at_end(const std::string& trace) {
 
 TEST_F(TorchSnapshotViz, ExpandableSegmentsImportAsMapsAndMappedMemory) {
   const std::string name = "torch_snapshot_expandable.pickle";
-  const json snapshot = load(test::golden_path(name));
+  const json snapshot = load_pickle_json(test::golden_path(name));
   const std::string trace = import(test::golden_path(name));
   const Analysis a = analyze_trace(trace);
   EXPECT_EQ(a.trace.events_by_kind[static_cast<int>(EventKind::kMap)], count(snapshot, "segment_map"));
@@ -488,7 +460,7 @@ TEST_F(TorchSnapshotViz, RingBufferThatStartedMidRun) {
 
 TEST_F(TorchSnapshotViz, RoundTripKeepsEntriesSegmentsMetadataAndSettings) {
   for (const auto& [name, want] : expected().items()) {
-    const json original = load(test::golden_path(name));
+    const json original = load_pickle_json(test::golden_path(name));
     const json again = export_snapshot(import(test::golden_path(name)));
     EXPECT_EQ(without_frames(again["device_traces"]), without_frames(original["device_traces"])) << name;
     EXPECT_EQ(without_frames(again["segments"]), without_frames(original["segments"])) << name;
@@ -763,7 +735,7 @@ TEST_F(TorchSnapshotViz, RealPytorchSnapshotPeaksWhereMemoryVizDoes) {
                  << "): see ../shared/data/pytorch-snapshots/README.md";
   constexpr uint64_t kMemoryVizPeak = 13'923'997'700;  // the README's figures
   constexpr uint64_t kMemoryVizAllocations = 1'950;
-  const json original = load(path.string());
+  const json original = load_pickle_json(path.string());
   const Timeline t = memory_viz_timeline(original, 0);
   EXPECT_EQ(t.peak, kMemoryVizPeak);
   EXPECT_EQ(t.allocations, kMemoryVizAllocations);
