@@ -120,7 +120,7 @@ endef
 $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
 $(CLI): $(BUILD)/lib/tools/cli/main.o $(LIBS) $(PRELOAD)
-	$(CXX) -o $@ $(BUILD)/lib/tools/cli/main.o $(LIBS) -lfmt -lsqlite3 -lpthread
+	$(CXX) -o $@ $(BUILD)/lib/tools/cli/main.o $(LIBS) -lfmt -lsqlite3 -lz -lpthread
 
 # Nothing of the archive (or of fmt's headers) is exported: the version script
 # keeps the psc_calibration_* functions global and everything else local.
@@ -133,10 +133,10 @@ $(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $< -o $@ -lpthread -ldl
 
 $(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS)
-	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lpthread
+	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
 
 $(BENCH): $(BENCH_OBJS) $(LIBS)
-	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lpthread
+	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lz -lpthread
 
 # ---- the two promised commands -------------------------------------------------
 run: all deps-torch

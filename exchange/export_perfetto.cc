@@ -1,7 +1,7 @@
 // `export --format perfetto`: Perfetto's native protobuf trace (a `Trace` of
 // `TracePacket`s), written packet by packet while the trace is read once more,
 // so memory is O(live allocations + open ranges + threads + tracks), never
-// O(events).
+// O(events), plus one bundle of packets being compressed (PacketBundles).
 //
 // What it holds (docs/viewers.md):
 //   - one process track; a thread track per recorder thread, with NVTX / psc
@@ -35,8 +35,18 @@
 // bytes an event, 12 are the two counter values and 13 the arguments.
 // Counters of the other memory level and those the recorder sampled stay
 // TYPE_COUNTER events: they change without a slice to carry them.
+//
+// Then the packets are deflated, as Perfetto's tracing service does when a
+// trace config asks for compression: runs of 256 KiB of packets, each the
+// compressed_packets of one outer packet (PacketBundles). That content is
+// repetitive (the same tracks, iids and sizes, small deltas): 44 -> 17.6
+// bytes an event on the training-like trace, 27.8 -> 1.6 on alloc/free pairs,
+// for about 0.35 us an event of deflate time.
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -86,12 +96,89 @@ struct LaneGroup {
   std::vector<uint64_t> lanes;
 };
 
+// Packets as Perfetto's tracing service writes them with compression on
+// (src/tracing/service/zlib_compressor.cc): a run of packets, each framed as
+// Trace.packet, deflated into one zlib stream, the compressed_packets of one
+// outer packet that holds nothing else. trace_processor inflates a bundle and
+// parses each packet in it as if it stood at the top level, on the same
+// sequence state (src/trace_processor/importers/proto/proto_trace_reader.cc,
+// ParseCompressedPackets), so interning, defaults and the delta clock run on
+// across bundles; a packet is never split between two.
+//
+// Memory: the packets of one bundle and their compressed bytes, about
+// 2 x kBundleBytes, plus zlib's state (256 KiB and a few at windowBits 15,
+// memLevel 8).
+class PacketBundles {
+ public:
+  // 256 KiB of packets deflate to at most 256 KiB and some bytes
+  // (deflateBound), under the 512 KB trace_packet.proto asks of an outer
+  // packet. The size hardly matters: on a training-like trace 64 KiB bundles
+  // take 0.5% more bytes, 512 KiB ones 0.05% fewer.
+  static constexpr size_t kBundleBytes = 256 << 10;
+  // Z_BEST_SPEED. The service's level 6 takes 6% fewer bytes on a
+  // training-like trace at twice the export time; level 1 already makes it
+  // 60% smaller than the packets.
+  static constexpr int kLevel = 1;
+
+  explicit PacketBundles(OutputFile& out) : out_(out) {
+    if (deflateInit(&stream_, kLevel) != Z_OK) throw std::runtime_error("zlib: deflateInit failed");
+  }
+  ~PacketBundles() { deflateEnd(&stream_); }
+  PacketBundles(const PacketBundles&) = delete;
+  PacketBundles& operator=(const PacketBundles&) = delete;
+
+  void add(const proto::Buffer& packet) {
+    // A packet bigger than a bundle goes alone: a bundle holds whole packets.
+    constexpr size_t kFraming = 1 + 10;  // Trace.packet's key and the length's varint, at most
+    if (!pending_.empty() && pending_.size() + packet.size() + kFraming > kBundleBytes) flush();
+    pending_.message(pf::trace::kPacket, packet);
+  }
+
+  void flush() {
+    if (pending_.empty()) return;
+    const std::string& packets = pending_.data();
+    const size_t bound = deflateBound(&stream_, packets.size());
+    if (compressed_.size() < bound) compressed_.resize(bound);
+    stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packets.data()));
+    stream_.avail_in = static_cast<uInt>(packets.size());
+    stream_.next_out = reinterpret_cast<Bytef*>(compressed_.data());
+    stream_.avail_out = static_cast<uInt>(compressed_.size());
+    // One call with room for deflateBound bytes always ends the stream.
+    if (deflate(&stream_, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
+    const size_t size = compressed_.size() - stream_.avail_out;
+    deflateReset(&stream_);
+    pending_.clear();
+    write_outer(size);
+  }
+
+ private:
+  // Trace.packet { compressed_packets: the first `size` bytes of compressed_ },
+  // its headers written before the bytes instead of copying them into a Buffer.
+  void write_outer(size_t size) {
+    field_.clear();
+    field_.key(pf::packet::kCompressedPackets, proto::kWireBytes);
+    field_.raw_varint(size);
+    outer_.clear();
+    outer_.key(pf::trace::kPacket, proto::kWireBytes);
+    outer_.raw_varint(field_.size() + size);
+    out_.write(outer_.data());
+    out_.write(field_.data());
+    out_.write(compressed_.data(), size);
+  }
+
+  OutputFile& out_;
+  z_stream stream_{};
+  proto::Buffer pending_;   // framed packets, up to kBundleBytes
+  std::string compressed_;  // deflateBound(kBundleBytes), grown for a bigger lone packet
+  proto::Buffer outer_, field_;
+};
+
 std::string device_label(int16_t device) { return device < 0 ? "host" : fmt::format("device {}", device); }
 
 class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
  public:
   PerfettoWriter(const ExportModel& model, OutputFile& out)
-      : BoundedVisitor(model.analysis.trace.status.events), model_(model), out_(out), replay_(model, this) {
+      : BoundedVisitor(model.analysis.trace.status.events), model_(model), bundles_(out), replay_(model, this) {
     for (const WaveReport& w : model.analysis.waves) {
       PeakMark m;
       m.seq = w.peak.site.reached ? w.peak.site.seq : w.span.begin_seq;
@@ -139,6 +226,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     // Thread names the recorder wrote after a thread's first event.
     for (uint32_t t = 0; t < described_name_.size(); ++t)
       if (thread_uuid_[t] && thread_name(t) != described_name_[t]) describe_thread(t);
+    bundles_.flush();
   }
 
  private:
@@ -151,11 +239,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
 
   // ---- packets ----------------------------------------------------------------
 
-  void emit(const proto::Buffer& packet) {
-    framed_.clear();
-    framed_.message(pf::trace::kPacket, packet);
-    out_.write(framed_.data());
-  }
+  void emit(const proto::Buffer& packet) { bundles_.add(packet); }
 
   // One packet clears the sequence's incremental state, sets its defaults and
   // declares its clocks, as Perfetto's SDK does when it starts a sequence.
@@ -551,12 +635,12 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   const ExportModel& model_;
-  OutputFile& out_;
+  PacketBundles bundles_;
   ExportReplay replay_;
   const TraceMeta* meta_ = nullptr;
   bool preamble_written_ = false;
   uint64_t clock_ns_ = 0;  // the delta clock's value: the last delta-encoded packet's time
-  proto::Buffer framed_, packet_, event_, interned_, scratch_, entry_;
+  proto::Buffer packet_, event_, interned_, scratch_, entry_;
   InternTable event_names_, arg_names_, string_values_;
   uint64_t default_track_ = 0;  // TrackEventDefaults; 0 and {0, 0}: none
   CounterPair default_counters_;

@@ -27,6 +27,14 @@ constexpr uint32_t kTrustedSequenceId = 10;
 constexpr uint32_t kTrackEvent = 11;
 constexpr uint32_t kInternedData = 12;
 constexpr uint32_t kSequenceFlags = 13;
+// bytes: a zlib stream (RFC 1950: deflate inside zlib's header and Adler-32
+// trailer) of a serialized Trace, its packets each framed as Trace.packet (1).
+// The tracing service writes it with deflateInit (src/tracing/service/
+// zlib_compressor.cc); trace_processor inflates with windowBits 32 + 15, which
+// takes a zlib or gzip header but not raw deflate (src/trace_processor/util/
+// gzip_utils.cc), then parses each packet in its place. trace_packet.proto:
+// each such outer packet "should be less than 512KB".
+constexpr uint32_t kCompressedPackets = 50;
 constexpr uint32_t kTimestampClockId = 58;
 constexpr uint32_t kDefaults = 59;  // TracePacketDefaults
 constexpr uint32_t kTrackDescriptor = 60;

@@ -3,17 +3,23 @@
 // "layer" that changes every 256 allocations, a working set of 2048 live
 // blocks per thread so frees hit blocks allocated long before (many lanes),
 // sizes from 512 bytes to 1 MiB, and a reserved segment now and then.
-// Reports bytes per trace event of the .pftrace (docs/viewers.md: "Size").
+// Reports bytes per trace event of the .pftrace (docs/viewers.md: "Size"), and
+// of its packets before compression (the compressed_packets bundles inflated).
 //
 //   build/benchmarks --benchmark_filter=ExportPerfetto
 //   PEAKSCOPE_BENCH_EVENTS=8000000 build/benchmarks ...   (default 1 M events)
 #include <benchmark/benchmark.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "exchange/exporter.h"
 #include "tests/support/synthetic_trace.h"
@@ -25,6 +31,49 @@ uint64_t export_bench_events() {
   const char* text = std::getenv("PEAKSCOPE_BENCH_EVENTS");
   const uint64_t n = text ? std::strtoull(text, nullptr, 10) : 0;
   return n > 0 ? n : 1'000'000;
+}
+
+uint64_t read_varint(std::string_view data, size_t* at) {
+  uint64_t v = 0;
+  for (int shift = 0; *at < data.size() && shift < 64; shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(data[(*at)++]);
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  throw std::runtime_error("bad varint");
+}
+
+// The bytes of a .pftrace's packets with its bundles inflated: each top-level
+// packet is Trace.packet (key 0x0a) holding only compressed_packets (50, key
+// 0x92 0x03), a zlib stream.
+uint64_t inflated_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t total = 0;
+  size_t at = 0;
+  while (at < file.size()) {
+    if (file[at++] != '\x0a') throw std::runtime_error("not Trace.packet");
+    const size_t end = read_varint(file, &at) + at;
+    if (file.compare(at, 2, "\x92\x03") != 0) throw std::runtime_error("not compressed_packets");
+    at += 2;
+    const uint64_t size = read_varint(file, &at);
+    z_stream stream{};
+    inflateInit(&stream);
+    stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data() + at));
+    stream.avail_in = static_cast<uInt>(size);
+    char buffer[1 << 16];
+    int status = Z_OK;
+    while (status == Z_OK) {
+      stream.next_out = reinterpret_cast<Bytef*>(buffer);
+      stream.avail_out = sizeof buffer;
+      status = inflate(&stream, Z_NO_FLUSH);
+      total += sizeof buffer - stream.avail_out;
+    }
+    inflateEnd(&stream);
+    if (status != Z_STREAM_END) throw std::runtime_error("bad zlib stream");
+    at = end;
+  }
+  return total;
 }
 
 class ExportBenchTrace {
@@ -86,9 +135,10 @@ void BM_ExportPerfetto(benchmark::State& state) {
     find_exporter("perfetto")->write(options);
     events += trace.events();
   }
-  const double bytes = static_cast<double>(std::filesystem::file_size(trace.output()));
+  const double n = static_cast<double>(trace.events());
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
-  state.counters["bytes/event"] = bytes / static_cast<double>(trace.events());
+  state.counters["bytes/event"] = static_cast<double>(std::filesystem::file_size(trace.output())) / n;
+  state.counters["inflated bytes/event"] = static_cast<double>(inflated_bytes(trace.output())) / n;
   state.counters["events"] = static_cast<double>(trace.events());
 }
 BENCHMARK(BM_ExportPerfetto)->Unit(benchmark::kMillisecond)->UseRealTime();

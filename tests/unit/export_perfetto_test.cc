@@ -1,14 +1,19 @@
 // The Perfetto export decoded back with a protobuf reader of our own (no
 // protobuf library, no trace_processor on Debian): the file must be a valid
-// `Trace`, every event must name a described track and interned names, its
-// delta-encoded timestamps must come back to the trace's own, and the figures
-// it carries must be the analysis' figures. When `protoc` is installed
-// (Debian: protobuf-compiler), it decodes the file too, against a subset of
-// Perfetto's schema written here, and must find no field it does not know.
+// `Trace` whose packets are all compressed_packets bundles (zlib, as
+// Perfetto's tracing service writes them), which are inflated and read in
+// their place as trace_processor does; then every event must name a described
+// track and interned names, its delta-encoded timestamps must come back to the
+// trace's own, and the figures it carries must be the analysis' figures. When
+// `protoc` is installed (Debian: protobuf-compiler), it decodes the file and
+// the inflated packets too, against a subset of Perfetto's schema written
+// here, and must find no field it does not know.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -94,6 +99,86 @@ std::vector<uint64_t> values_of(const std::vector<Field>& fields, uint32_t numbe
   return out;
 }
 
+// ---- compressed_packets ----------------------------------------------------------
+
+// A zlib stream (RFC 1950), whole: raw deflate or a truncated stream throws.
+std::string inflate_zlib(std::string_view compressed) {
+  z_stream stream{};
+  if (inflateInit(&stream) != Z_OK) throw std::runtime_error("inflateInit failed");
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  std::string out;
+  char buffer[16384];
+  int status = Z_OK;
+  while (status != Z_STREAM_END) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof buffer;
+    status = inflate(&stream, Z_NO_FLUSH);
+    if (status != Z_OK && status != Z_STREAM_END) {
+      inflateEnd(&stream);
+      throw std::runtime_error("not a whole zlib stream (inflate: " + std::to_string(status) + ")");
+    }
+    out.append(buffer, sizeof buffer - stream.avail_out);
+  }
+  const bool trailing = stream.avail_in != 0;
+  inflateEnd(&stream);
+  if (trailing) throw std::runtime_error("bytes after the zlib stream");
+  return out;
+}
+
+// One outer packet's compressed_packets.
+struct Bundle {
+  size_t outer_bytes = 0;     // the outer packet with its Trace.packet key and length
+  size_t inflated_bytes = 0;  // the Trace it holds
+  uint64_t packets = 0;
+  bool only_field = false;  // compressed_packets is all the outer packet holds
+  bool zlib_header = false;
+};
+
+// The file's packets with every compressed_packets bundle inflated in its
+// place, as trace_processor reads them (proto_trace_reader.cc): the
+// Trace.packet fields of a `Trace`, and what each bundle held.
+struct Expanded {
+  std::string packets;
+  std::vector<Bundle> bundles;
+  uint64_t plain_packets = 0;  // top-level packets that were not bundles
+};
+
+Expanded expand(const std::string& file) {
+  Expanded x;
+  size_t next = 0;  // where the next top-level field starts
+  for (const Field& outer : decode(file)) {
+    if (outer.number != 1 || outer.wire != 2) throw std::runtime_error("top-level field is not Trace.packet");
+    const size_t end = static_cast<size_t>(outer.bytes.data() - file.data()) + outer.bytes.size();
+    const std::string_view framed = std::string_view(file).substr(next, end - next);  // key, length, packet
+    next = end;
+    const std::vector<Field> fields = decode(outer.bytes);
+    const Field* compressed = find(fields, 50);
+    if (!compressed) {
+      ++x.plain_packets;
+      x.packets += framed;
+      continue;
+    }
+    Bundle b;
+    b.outer_bytes = framed.size();
+    b.only_field = fields.size() == 1 && compressed->wire == 2;
+    const std::string_view z = compressed->bytes;
+    // CMF 0x78: deflate with a 32 KiB window; CMF * 256 + FLG a multiple of 31.
+    b.zlib_header = z.size() >= 2 && static_cast<uint8_t>(z[0]) == 0x78 &&
+                    (static_cast<uint8_t>(z[0]) * 256 + static_cast<uint8_t>(z[1])) % 31 == 0;
+    const std::string inflated = inflate_zlib(z);
+    b.inflated_bytes = inflated.size();
+    for (const Field& inner : decode(inflated)) {  // throws on a packet cut at the bundle's end
+      if (inner.number != 1 || inner.wire != 2) throw std::runtime_error("a bundle holds a field other than packet");
+      if (find(decode(inner.bytes), 50)) throw std::runtime_error("a bundle inside a bundle");
+      ++b.packets;
+    }
+    x.packets += inflated;
+    x.bundles.push_back(b);
+  }
+  return x;
+}
+
 // ---- the decoded trace -----------------------------------------------------------
 
 struct Slice {
@@ -114,7 +199,10 @@ struct Defaults {
 };
 
 struct Decoded {
-  uint64_t packets = 0;
+  std::vector<Bundle> bundles;  // the file's outer packets that were compressed_packets
+  uint64_t plain_packets = 0;   // and those that were not
+  uint64_t packets = 0;         // the packets read, bundles inflated
+
   std::map<uint64_t, std::string> track_names;  // uuid -> name ("" when unnamed)
   std::set<uint64_t> counter_tracks;
   std::map<uint64_t, std::string> event_names, annotation_names, string_values;  // the three iid tables
@@ -160,7 +248,10 @@ Decoded decode_trace(const std::string& file) {
   Decoded d;
   Defaults defaults;
   Clocks clocks;
-  for (const Field& packet_field : decode(file)) {
+  const Expanded expanded = expand(file);
+  d.bundles = expanded.bundles;
+  d.plain_packets = expanded.plain_packets;
+  for (const Field& packet_field : decode(expanded.packets)) {
     if (packet_field.number != 1 || packet_field.wire != 2) {
       d.errors.push_back("top-level field is not Trace.packet");
       continue;
@@ -338,11 +429,24 @@ void dump_message(std::string_view data, const std::string& type, std::string& o
   }
 }
 
+// A bundle is a line of its own, "50{N packets}", then its packets: the
+// compressed bytes themselves depend on zlib's version.
 std::string dump_trace(const std::string& file) {
   std::string out;
-  for (const Field& packet : decode(file)) {
-    dump_message(packet.bytes, "TracePacket", out);
-    out += "\n";
+  for (const Field& outer : decode(file)) {
+    const Field* compressed = find(decode(outer.bytes), 50);
+    if (!compressed) {
+      dump_message(outer.bytes, "TracePacket", out);
+      out += "\n";
+      continue;
+    }
+    const std::string inflated = inflate_zlib(compressed->bytes);
+    const std::vector<Field> packets = decode(inflated);
+    out += "50{" + std::to_string(packets.size()) + " packets}\n";
+    for (const Field& packet : packets) {
+      dump_message(packet.bytes, "TracePacket", out);
+      out += "\n";
+    }
   }
   return out;
 }
@@ -362,11 +466,13 @@ class PerfettoExport : public ::testing::Test {
     out_ = dir_.file("fixture.pftrace");
     test::write_fixture_trace(trace_);
     file_ = export_perfetto(trace_, out_);
+    packets_ = expand(file_).packets;
     analysis_ = analyze_trace(trace_);
     decoded_ = decode_trace(file_);
   }
   test::TempDir dir_;
   std::string trace_, out_, file_;
+  std::string packets_;  // file_'s packets, bundles inflated
   Analysis analysis_;
   Decoded decoded_;
 };
@@ -377,6 +483,19 @@ TEST_F(PerfettoExport, IsAWellFormedTrackEventTrace) {
   EXPECT_TRUE(decoded_.saw_clock_snapshot);
   EXPECT_TRUE(decoded_.saw_incremental_clock);
   EXPECT_EQ(decoded_.primary_clock, 3u);  // MONOTONIC
+}
+
+// As Perfetto's tracing service writes a compressed trace: every top-level
+// packet holds only compressed_packets, a zlib stream of whole packets.
+TEST_F(PerfettoExport, EveryOuterPacketIsCompressedPackets) {
+  EXPECT_EQ(decoded_.plain_packets, 0u);
+  ASSERT_EQ(decoded_.bundles.size(), 1u);  // the fixture's few KiB of packets
+  const Bundle& b = decoded_.bundles.front();
+  EXPECT_TRUE(b.only_field);
+  EXPECT_TRUE(b.zlib_header);
+  EXPECT_EQ(b.outer_bytes, file_.size());
+  EXPECT_EQ(b.packets, decoded_.packets);
+  EXPECT_LT(file_.size(), b.inflated_bytes);
 }
 
 TEST_F(PerfettoExport, ThreadsCarryTheirRangesAsSlices) {
@@ -490,7 +609,7 @@ TEST_F(PerfettoExport, DeltaTimestampsComeBackToTheTracesTimes) {
 TEST_F(PerfettoExport, InternsEachRepeatedStringOnce) {
   auto occurrences = [&](const std::string& needle) {
     size_t n = 0;
-    for (size_t at = file_.find(needle); at != std::string::npos; at = file_.find(needle, at + 1)) ++n;
+    for (size_t at = packets_.find(needle); at != std::string::npos; at = packets_.find(needle, at + 1)) ++n;
     return n;
   };
   // A slice name (event_names) and a range argument (debug_annotation_string_values):
@@ -562,7 +681,8 @@ void write_pairs_trace(const std::string& path, int pairs) {
   t.close();
 }
 
-// There TracePacketDefaults name the lane and the counters instead of every event.
+// There TracePacketDefaults name the lane and the counters instead of every
+// event: under 30 bytes an event before compression, and a few after.
 TEST(PerfettoExportSize, PairsUseTheDefaultsAndStayUnderThirtyBytesAnEvent) {
   test::TempDir dir;
   const std::string trace = dir.file("pairs.pstrace");
@@ -576,7 +696,33 @@ TEST(PerfettoExportSize, PairsUseTheDefaultsAndStayUnderThirtyBytesAnEvent) {
   for (const auto& [track, value] : d.counter_value) EXPECT_EQ(value, 0) << d.track_names.at(track);
   EXPECT_EQ(d.begins.size(), 5000u);
   EXPECT_EQ(d.ends, 5000u);
-  EXPECT_LT(static_cast<double>(file.size()) / 10000.0, 30.0);
+  EXPECT_LT(static_cast<double>(expand(file).packets.size()) / 10000.0, 30.0);
+  EXPECT_LT(static_cast<double>(file.size()) / 10000.0, 5.0);
+}
+
+// A trace of a few MiB of packets: bundles of whole packets, each outer packet
+// under the 512 KB trace_packet.proto asks for, and the sequence's interning,
+// defaults and delta clock carried from one bundle to the next.
+TEST(PerfettoExportSize, ALongTraceIsManyBundlesOfWholePackets) {
+  test::TempDir dir;
+  const std::string trace = dir.file("long.pstrace");
+  write_pairs_trace(trace, 100'000);
+  const Decoded d = decode_trace(export_perfetto(trace, dir.file("long.pftrace")));
+  EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+  EXPECT_EQ(d.plain_packets, 0u);
+  ASSERT_GT(d.bundles.size(), 4u);
+  uint64_t packets = 0;
+  for (const Bundle& b : d.bundles) {
+    EXPECT_TRUE(b.only_field);
+    EXPECT_TRUE(b.zlib_header);
+    EXPECT_LT(b.outer_bytes, 512u * 1024);
+    EXPECT_LE(b.inflated_bytes, 256u * 1024);
+    packets += b.packets;
+  }
+  EXPECT_EQ(packets, d.packets);
+  EXPECT_EQ(d.begins.size(), 100'000u);
+  EXPECT_EQ(d.ends, 100'000u);
+  EXPECT_GT(d.events_on_default_track, 199'000u);  // defaults set in the first bundle, used in the last
 }
 
 // ---- protoc, when installed ------------------------------------------------------
@@ -599,6 +745,7 @@ message TracePacket {
     TrackEvent track_event = 11;
     TrackDescriptor track_descriptor = 60;
     ClockSnapshot clock_snapshot = 6;
+    bytes compressed_packets = 50;
   }
   oneof optional_trusted_packet_sequence_id { uint32 trusted_packet_sequence_id = 10; }
   optional InternedData interned_data = 12;
@@ -707,25 +854,38 @@ std::string run(const std::string& command, int* status) {
   return out;
 }
 
-// The fixture, and pairs (for TrackEventDefaults).
+// `protoc --decode=perfetto.protos.Trace` of a file; a field the schema
+// lacks, which protoc prints as its number, is a failure.
+std::string protoc_decode(const std::string& proto_dir, const std::string& file) {
+  int status = 0;
+  const std::string text = run("protoc --proto_path=" + proto_dir + " --decode=perfetto.protos.Trace " + proto_dir +
+                                   "/perfetto_subset.proto <" + file + " 2>&1",
+                               &status);
+  EXPECT_EQ(status, 0) << file << ":\n" << text;
+  std::smatch unknown;
+  EXPECT_FALSE(std::regex_search(text, unknown, std::regex(R"((^|\n) *[0-9]+( \{|:))")))
+      << file << ": a field outside the schema: " << unknown.str();
+  return text;
+}
+
+// The fixture, and pairs (for TrackEventDefaults): the files as they are (a
+// Trace of compressed_packets), and their packets inflated.
 TEST_F(PerfettoExport, ProtocDecodesItWithPerfettosFieldNumbers) {
   if (std::system("command -v protoc >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "protoc is not installed (Debian: apt-get install protobuf-compiler)";
-  test::write_file(dir_.file("perfetto_subset.proto"), kPerfettoSubset);
+  const std::string proto_dir = dir_.file("proto");
+  std::filesystem::create_directories(proto_dir);
+  test::write_file(proto_dir + "/perfetto_subset.proto", kPerfettoSubset);
   write_pairs_trace(dir_.file("pairs.pstrace"), 100);
   export_perfetto(dir_.file("pairs.pstrace"), dir_.file("pairs.pftrace"));
   std::string all;
   for (const std::string& file : {out_, dir_.file("pairs.pftrace")}) {
-    int status = 0;
-    const std::string text = run("protoc --proto_path=" + dir_.file("") + " --decode=perfetto.protos.Trace " +
-                                     dir_.file("perfetto_subset.proto") + " <" + file + " 2>&1",
-                                 &status);
-    ASSERT_EQ(status, 0) << file << ":\n" << text;
-    // protoc prints a field its schema lacks as its number: there must be none.
-    std::smatch unknown;
-    EXPECT_FALSE(std::regex_search(text, unknown, std::regex(R"((^|\n) *[0-9]+( \{|:))")))
-        << file << ": a field outside the schema: " << unknown.str();
-    all += text;
+    const std::string outer = protoc_decode(proto_dir, file);
+    EXPECT_NE(outer.find("compressed_packets: \""), std::string::npos) << file;
+    EXPECT_EQ(outer.find("track_event"), std::string::npos) << file << ": a packet outside a bundle";
+    const std::string inflated = file + ".packets";
+    test::write_file(inflated, expand(test::read_file(file)).packets);
+    all += protoc_decode(proto_dir, inflated);
   }
   for (const char* expected : {"is_incremental: true", "primary_trace_clock: BUILTIN_CLOCK_MONOTONIC",
                                "timestamp_clock_id: 64", "string_value_iid:", "debug_annotation_string_values",
