@@ -1,0 +1,278 @@
+"""Data-parallel ranks: the launcher on its own, then ranks under `peakscope record --host`.
+
+The launcher tests run small Python commands and need neither torch nor the
+build. The recorded tests start tools/workloads/launch_ranks.py under
+build/peakscope record, which follows the launcher's children into one trace
+per rank (<stem>.r<RANK>.p<PID>.pstrace); they read only `report --json`.
+Skipped without torch's gloo backend or the build (run make).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+try:
+    import torch.distributed as dist
+    from tests.python import support
+    import ddp_lora
+    WHY_NOT = None if dist.is_available() and dist.is_gloo_available() else \
+        "this torch has no torch.distributed gloo backend"
+except ImportError as missing:
+    support = ddp_lora = None
+    WHY_NOT = f"torch is not importable: {missing}"
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.path.join(REPO, "build", "peakscope")
+PRELOAD = os.path.join(REPO, "build", "libpeakscope_preload.so")
+LAUNCHER = os.path.join(REPO, "tools", "workloads", "launch_ranks.py")
+WORKLOAD = os.path.join(REPO, "tools", "workloads", "ddp_lora.py")
+BUILT = os.access(CLI, os.X_OK) and os.path.exists(PRELOAD)
+RANK_TRACE = re.compile(r"^run\.r(\d+)\.p(\d+)\.pstrace$")
+SKEW = 0.5
+
+
+def launch(nproc, command, *options, timeout=60):
+    return subprocess.run([sys.executable, LAUNCHER, "--nproc", str(nproc), *options, "--", *command],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def python_command(source):
+    return [sys.executable, "-c", source]
+
+
+class LauncherTest(unittest.TestCase):
+    def test_every_rank_gets_the_scheduler_variables_and_its_prefix(self):
+        source = ("import os, sys; v = os.environ; "
+                  "print(v['RANK'], v['WORLD_SIZE'], v['LOCAL_RANK'], v['MASTER_ADDR'], v['MASTER_PORT']); "
+                  "print('to stderr', file=sys.stderr)")
+        child = launch(3, python_command(source), "--port", "29533")
+        self.assertEqual(child.returncode, 0, child.stderr)
+        self.assertEqual(sorted(child.stdout.splitlines()),
+                         [f"[rank {r}] {r} 3 {r} 127.0.0.1 29533" for r in range(3)])
+        self.assertEqual(sorted(child.stderr.splitlines()), [f"[rank {r}] to stderr" for r in range(3)])
+
+    def test_a_free_port_is_chosen_and_shared(self):
+        child = launch(2, python_command("import os; print(os.environ['MASTER_PORT'])"))
+        self.assertEqual(child.returncode, 0, child.stderr)
+        ports = {line.split()[-1] for line in child.stdout.splitlines()}
+        self.assertEqual(len(ports), 1, child.stdout)
+        self.assertGreater(int(ports.pop()), 0)
+
+    def test_the_worst_status_of_ranks_that_ended_on_their_own(self):
+        child = launch(3, python_command("import os; raise SystemExit(int(os.environ['RANK']))"))
+        self.assertEqual(child.returncode, 2, child.stderr)
+
+    def test_a_failed_rank_stops_the_others_after_the_grace(self):
+        source = "import os, time; time.sleep(60) if os.environ['RANK'] == '0' else exit(3)"
+        started = time.monotonic()
+        child = launch(2, python_command(source), "--grace", "0.5")
+        self.assertLess(time.monotonic() - started, 20)
+        self.assertEqual(child.returncode, 3, child.stderr)  # the stopped rank 0 does not count
+        self.assertIn("rank 1 ended with status 3", child.stderr)
+        self.assertIn("stopping rank 0", child.stderr)
+
+    def test_timeout_stops_every_rank_with_124(self):
+        child = launch(2, python_command("import time; time.sleep(60)"), "--timeout", "1")
+        self.assertEqual(child.returncode, 124, child.stderr)
+        self.assertIn("timeout after 1 s", child.stderr)
+
+    def test_kill_rank_after_waves(self):
+        source = ("import os, time\n"
+                  "for i in range(3):\n"
+                  "    print(f'wave {i} done', flush=True)\n"
+                  "    time.sleep(0.2)\n"
+                  "time.sleep(60 if os.environ['RANK'] == '1' else 0)\n")
+        child = launch(2, python_command(source), "--kill-rank", "1", "--kill-after-waves", "3", "--grace", "0.5")
+        self.assertEqual(child.returncode, 137, child.stderr)  # SIGKILL
+        self.assertIn("killing rank 1 after 3 waves", child.stderr)
+        self.assertIn("[rank 1] wave 2 done", child.stdout)
+
+    def test_bad_usage_exits_2_with_the_reason(self):
+        cases = [(["--nproc", "0", "--", "true"], "--nproc"),
+                 (["--nproc", "two", "--", "true"], "--nproc"),
+                 (["--nproc", "2", "true"], "expected -- COMMAND"),
+                 (["--nproc", "2", "--"], "no command"),
+                 (["--nproc", "2", "--", "/no/such/program"], "command not found: /no/such/program"),
+                 (["--nproc", "2", "--kill-rank", "2", "--kill-after-waves", "1", "--", "true"], "--kill-rank"),
+                 (["--nproc", "2", "--kill-rank", "1", "--", "true"], "go together")]
+        for arguments, reason in cases:
+            child = subprocess.run([sys.executable, LAUNCHER, *arguments], capture_output=True, text=True,
+                                   timeout=30)
+            self.assertEqual(child.returncode, 2, arguments)
+            self.assertIn(reason, child.stderr, arguments)
+
+    def test_a_command_that_cannot_start_exits_2(self):
+        with tempfile.TemporaryDirectory() as directory:
+            script = os.path.join(directory, "broken")
+            with open(script, "w") as file:
+                file.write("#!/no/such/interpreter\n")
+            os.chmod(script, 0o755)
+            child = launch(2, [script])
+        self.assertEqual(child.returncode, 2, child.stderr)
+        self.assertIn(f"cannot run {script}", child.stderr)
+
+
+class RecordedRanks:
+    """One launcher run under `peakscope record --host`, with each trace's report."""
+
+    def __init__(self, nproc, workload_arguments, launcher_arguments=()):
+        self.directory = tempfile.TemporaryDirectory()
+        self.launcher_trace = os.path.join(self.directory.name, "run.pstrace")
+        environment = {k: v for k, v in os.environ.items()
+                       if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        started = time.monotonic()
+        self.record = subprocess.run(
+            [CLI, "record", "--host", "-o", self.launcher_trace, "--", sys.executable, LAUNCHER,
+             "--nproc", str(nproc), *launcher_arguments, "--", sys.executable, WORKLOAD, *workload_arguments],
+            capture_output=True, text=True, env=environment, timeout=240)
+        self.seconds = time.monotonic() - started
+        self.pids = {}  # rank -> pid, from the file names
+        for name in os.listdir(self.directory.name):
+            match = RANK_TRACE.match(name)
+            if match:
+                self.pids.setdefault(int(match.group(1)), []).append(int(match.group(2)))
+        self.names = sorted(os.listdir(self.directory.name))
+        self.reports = {rank: self.report(os.path.join(self.directory.name, f"run.r{rank}.p{pids[0]}.pstrace"))
+                        for rank, pids in self.pids.items()}
+
+    @staticmethod
+    def report(path):
+        child = subprocess.run([CLI, "report", path, "--json"], capture_output=True, text=True, timeout=120)
+        if child.returncode != 0:
+            raise AssertionError(f"report {path}: {child.stderr}")
+        return json.loads(child.stdout)
+
+    def printed_tokens(self, rank):
+        """The token counts rank `rank` said it ran, from its 'wave <i> ... tokens <T>' lines."""
+        pattern = re.compile(rf"^\[rank {rank}\] wave \d+ step \d+ tokens (\d+) ")
+        return [int(m.group(1)) for m in map(pattern.match, self.record.stdout.splitlines()) if m]
+
+    def cleanup(self):
+        self.directory.cleanup()
+
+
+def busiest_last(test, run, world_size, tokens):
+    """The last rank peaks highest, and each rank's wave peaks above baseline grow with its tokens."""
+    peaks = [run.reports[r]["peak_bytes"] for r in range(world_size)]
+    test.assertEqual(peaks, sorted(peaks), peaks)
+    test.assertGreater(peaks[-1], max(peaks[:-1]), peaks)
+    for wave in range(len(tokens)):
+        base = run.reports[0]["waves"][wave]["measured_peak_bytes"]
+        for rank in range(1, world_size):
+            measured = run.reports[rank]["waves"][wave]["measured_peak_bytes"]
+            # Boundaries and one layer's workspace grow linearly with tokens.
+            test.assertAlmostEqual(measured / base, 1 + SKEW * rank, delta=0.1 * (1 + SKEW * rank),
+                                   msg=f"wave {wave} rank {rank}: {measured} against {base}")
+    return peaks
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+@unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class TwoRanksTest(unittest.TestCase):
+    TOKENS = [512, 1024, 768]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.run_ = RecordedRanks(2, ["--tokens", ",".join(map(str, cls.TOKENS)), "--skew", str(SKEW)])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.run_.cleanup()
+
+    def test_the_run_succeeds_and_the_adapters_stay_in_sync(self):
+        self.assertEqual(self.run_.record.returncode, 0, self.run_.record.stderr)
+        for rank in range(2):
+            self.assertIn(f"[rank {rank}] ddp_lora: rank {rank} of 2", self.run_.record.stdout)
+        self.assertEqual(self.run_.record.stdout.count("annotations: capi; adapters in sync: yes"), 2)
+
+    def test_one_trace_per_rank_named_and_stamped_with_its_rank(self):
+        self.assertEqual(sorted(self.run_.pids), [0, 1], self.run_.names)
+        self.assertTrue(all(len(pids) == 1 for pids in self.run_.pids.values()), self.run_.names)
+        self.assertEqual(len(self.run_.names), 3, self.run_.names)  # and the launcher's own trace
+        for rank, report in self.run_.reports.items():
+            trace = report["trace"]
+            self.assertEqual((trace["rank"], trace["local_rank"], trace["pid"]), (rank, rank, self.run_.pids[rank][0]))
+            self.assertEqual((trace["status"], trace["clean_end"]), ("complete", True))
+            self.assertIn("ddp_lora.py", trace["command"])
+            self.assertIn(f"trace also written: {self.run_.directory.name}/run.r{rank}.", self.run_.record.stderr)
+        launcher = RecordedRanks.report(self.run_.launcher_trace)["trace"]
+        self.assertEqual(launcher["rank"], -1)
+        self.assertIn("launch_ranks.py", launcher["command"])
+
+    def test_each_rank_has_the_waves_it_announced(self):
+        for rank, report in self.run_.reports.items():
+            shard = ddp_lora.shard_tokens(self.TOKENS, SKEW, rank)
+            self.assertEqual(self.run_.printed_tokens(rank), shard)
+            self.assertEqual([(w["tokens"], w["cold"], w["complete"], w["slots"]) for w in report["waves"]],
+                             [(t, True, True, ["a"]) for t in shard])
+
+    def test_the_busiest_rank_peaks_highest(self):
+        busiest_last(self, self.run_, 2, self.TOKENS)
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+@unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class FourRanksTest(unittest.TestCase):
+    TOKENS = [256, 512, 384]  # half the default: four ranks share two cores
+
+    def test_four_traces_and_peaks_in_rank_order(self):
+        run = RecordedRanks(4, ["--tokens", ",".join(map(str, self.TOKENS)), "--skew", str(SKEW)])
+        self.addCleanup(run.cleanup)
+        self.assertEqual(run.record.returncode, 0, run.record.stderr)
+        self.assertEqual(sorted(run.pids), [0, 1, 2, 3], run.names)
+        for rank, report in run.reports.items():
+            self.assertEqual(report["trace"]["rank"], rank)
+            self.assertEqual([w["tokens"] for w in report["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, rank))
+        busiest_last(self, run, 4, self.TOKENS)
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+@unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class DyingRankTest(unittest.TestCase):
+    """The last rank SIGKILLs itself after the forward of its wave 1."""
+
+    TOKENS = [256, 512, 384]
+    DIE_AT = 1
+
+    @classmethod
+    def setUpClass(cls):
+        cls.run_ = RecordedRanks(2, ["--tokens", ",".join(map(str, cls.TOKENS)), "--skew", str(SKEW),
+                                     "--die-at-wave", str(cls.DIE_AT)], ["--grace", "2"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.run_.cleanup()
+
+    def test_the_launcher_fails_with_the_dead_ranks_status(self):
+        self.assertEqual(self.run_.record.returncode, 137, self.run_.record.stderr)
+        self.assertIn("launch_ranks.py: rank 1 ended with status 137", self.run_.record.stderr)
+        self.assertIn("[rank 1] rank 1 dies in wave 1 (kill)", self.run_.record.stdout)
+
+    def test_the_dead_ranks_trace_reads_up_to_where_it_stopped(self):
+        report = self.run_.reports[1]
+        self.assertFalse(report["trace"]["clean_end"])
+        self.assertEqual(report["trace"]["rank"], 1)
+        waves = report["waves"]
+        shard = ddp_lora.shard_tokens(self.TOKENS, SKEW, 1)
+        self.assertEqual([(w["tokens"], w["complete"]) for w in waves[:self.DIE_AT]],
+                         [(t, True) for t in shard[:self.DIE_AT]])
+        # The dying wave's opening made it to the file unless it fell in the last flush period.
+        self.assertLessEqual(len(waves), self.DIE_AT + 1)
+        for wave in waves[self.DIE_AT:]:
+            self.assertEqual((wave["tokens"], wave["complete"]), (shard[self.DIE_AT], False))
+
+    def test_the_survivor_leaves_a_readable_trace_of_its_waves(self):
+        # Under gloo the survivor's all-reduce fails at once ("Connection closed by
+        # peer") and it ends by itself; a blocked one would be stopped after --grace.
+        report = self.run_.reports[0]
+        self.assertEqual(report["trace"]["status"], "complete")
+        self.assertEqual([w["tokens"] for w in report["waves"] if w["complete"]], self.TOKENS)
+
+
+if __name__ == "__main__":
+    unittest.main()
