@@ -14,8 +14,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-${PSC_BUILD_DIR:-build}}
-PEAKSCOPE=$BUILD/peakscope
-PROGRAM=$BUILD/nvtx/nvtx_program
+PEAKSCOPE=$(realpath "$BUILD/peakscope")
+PROGRAM=$(realpath "$BUILD/nvtx/nvtx_program")
 command -v nsys >/dev/null || tools/ensure-deps nsys >&2 || true
 if ! command -v nsys >/dev/null; then
   echo "not ok nsight systems # nsys is not installed and could not be installed (tools/ensure-deps nsys)"
@@ -50,7 +50,7 @@ trap 'pkill -9 -f -- "--session-name=$session" 2>/dev/null; rm -rf "$work"' EXIT
 for attempt in 1 2 3; do
   rm -f "$work/run.qdstrm" "$work/run.nsys-rep" "$work/t.pstrace"
   (cd "$work" && timeout 180 nsys profile --session-new="$session-$attempt" -t nvtx -o run --force-overwrite true \
-    "$OLDPWD/$PEAKSCOPE" record -o t.pstrace -- "$OLDPWD/$PROGRAM" sequence) >"$work/profile.log" 2>&1
+    "$PEAKSCOPE" record -o t.pstrace -- "$PROGRAM" sequence) >"$work/profile.log" 2>&1
   pkill -9 -f -- "--session-name=$session-$attempt" 2>/dev/null
   # Debian's nsys may not find its importer; the report is then made by hand.
   if [ ! -f "$work/run.nsys-rep" ] && [ -f "$work/run.qdstrm" ]; then
