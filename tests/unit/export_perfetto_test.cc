@@ -434,7 +434,8 @@ void dump_message(std::string_view data, const std::string& type, std::string& o
 std::string dump_trace(const std::string& file) {
   std::string out;
   for (const Field& outer : decode(file)) {
-    const Field* compressed = find(decode(outer.bytes), 50);
+    const std::vector<Field> fields = decode(outer.bytes);
+    const Field* compressed = find(fields, 50);
     if (!compressed) {
       dump_message(outer.bytes, "TracePacket", out);
       out += "\n";
