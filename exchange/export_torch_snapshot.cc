@@ -439,7 +439,7 @@ class SnapshotWriter : public BoundedVisitor {
 
   // made_up: a free the trace does not hold (a lost one, a mapping's block
   // going with its pages), on the block's stream.
-  void release(const Event& e, const Key& key, uint64_t bytes, bool made_up) {
+  void release(const Event& e, const Key key, uint64_t bytes, bool made_up) {  // key by value: callers pass map keys
     auto it = blocks_.find(key);
     const Block block = it->second;
     blocks_.erase(it);
