@@ -46,6 +46,7 @@
 #include "exchange/export_output.h"
 #include "exchange/export_sqlite.h"
 #include "exchange/export_text.h"
+#include "exchange/nsys_nvtx.h"
 
 namespace psc {
 namespace {
@@ -97,49 +98,20 @@ struct Alignment {
   int64_t spread_ns = 0;  // largest minus smallest offset of the pairs
 };
 
-// The report's NVTX events of `pid`, keyed as the trace's, each key's in
-// time order.
+// The report's NVTX events of `pid`, keyed as the trace's (named as the
+// recorder names the same calls, exchange/nsys_nvtx.h), each key's in time order.
 std::unordered_map<std::string, std::vector<int64_t>> report_anchors(const std::string& path, uint32_t pid) {
   sqlite::Db db(path, true);
   if (!db.has_table("NVTX_EVENTS"))
     throw InputError(path, "no NVTX_EVENTS table: not an `nsys export --type sqlite` of a run traced with -t nvtx");
-  for (const char* column : {"start", "eventType", "globalTid", "text"})
-    if (!db.has_column("NVTX_EVENTS", column))
-      throw InputError(path, std::string("NVTX_EVENTS has no column ") + column);
-  auto optional = [&](const char* column) { return db.has_column("NVTX_EVENTS", column) ? column : "NULL"; };
-  std::unordered_map<int64_t, std::string> strings;
-  if (db.has_table("StringIds")) {
-    sqlite::Statement s(db, "SELECT id, value FROM StringIds");
-    while (s.next()) strings[s.integer(0)] = s.text(1);
-  }
-  auto text_of = [&](const sqlite::Statement& s, int text, int id) {
-    if (!s.is_null(text)) return s.text(text);
-    if (!s.is_null(id)) {
-      auto it = strings.find(s.integer(id));
-      if (it != strings.end()) return it->second;
-    }
-    return std::string();
-  };
-  sqlite::Statement s(db, fmt::format("SELECT start, eventType, text, {}, {} FROM NVTX_EVENTS WHERE globalTid >> 24 & "
-                                      "16777215 = ? AND eventType IN ({}, {}, {}, {}) ORDER BY start, rowid",
-                                      optional("textId"), optional("domainId"), nsys::kNvtxMark,
-                                      nsys::kNvtxPushPopRange, nsys::kNvtxStartEndRange, nsys::kNvtxDomainCreate));
-  s.bind(1, int64_t{pid});
-  std::unordered_map<int64_t, std::string> domains;
   std::unordered_map<std::string, std::vector<int64_t>> out;
-  while (s.next()) {
-    const int type = static_cast<int>(s.integer(1));
-    const std::string text = text_of(s, 2, 3);
-    const int64_t domain = s.is_null(4) ? 0 : s.integer(4);
-    if (type == nsys::kNvtxDomainCreate) {
-      domains[domain] = text;
-      continue;
-    }
-    std::string name = text;
-    if (domain != 0) name = (domains.count(domain) ? domains[domain] : std::string("(unknown domain)")) + "::" + text;
-    const char kind = type == nsys::kNvtxMark ? 'M' : type == nsys::kNvtxPushPopRange ? 'P' : 'S';
-    out[anchor_key(kind, name)].push_back(s.integer(0));
-  }
+  nsys::read_nvtx_rows(db, pid, nsys::read_string_ids(db), [&](const nsys::NvtxRow& r) {
+    const bool mark = r.type == nsys::kNvtxMark;
+    const bool push = r.type == nsys::kNvtxPushPopRange || r.type == nsys::kNvtxtPushPopRange;
+    const std::string text = mark && !r.payload.empty() ? r.name + " " + r.payload : r.name;
+    out[anchor_key(mark ? 'M' : push ? 'P' : 'S', text)].push_back(r.start);
+  });
+  for (auto& [key, times] : out) std::sort(times.begin(), times.end());
   return out;
 }
 

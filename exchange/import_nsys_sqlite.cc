@@ -33,6 +33,7 @@
 #include "exchange/export_nsys_schema.h"
 #include "exchange/export_output.h"
 #include "exchange/export_sqlite.h"
+#include "exchange/nsys_nvtx.h"
 #include "traces/writer.h"
 
 namespace psc {
@@ -86,7 +87,6 @@ class NsysImport {
     choose_process();
     read_info();
     read_strings();
-    read_domains();
     if (has_memory_) read_memory();
     if (has_host_) read_host_memory();
     read_runtime();
@@ -102,6 +102,12 @@ class NsysImport {
     if (s.is_null(column)) throw InputError(options_.input, fmt::format("{} is NULL in row {}", what, row));
     const int64_t v = s.integer(column);
     if (v < min || v > max) throw InputError(options_.input, fmt::format("{} {} out of range in row {}", what, v, row));
+    return v;
+  }
+
+  int64_t checked_value(int64_t v, const char* what, uint64_t row) const {
+    if (v < 0 || v > INT64_MAX / 2)
+      throw InputError(options_.input, fmt::format("{} {} out of range in row {}", what, v, row));
     return v;
   }
 
@@ -195,36 +201,13 @@ class NsysImport {
 
   void read_strings() {
     if (!db_.has_table("StringIds")) return;
-    sqlite::Statement s(db_, "SELECT id, value FROM StringIds");
-    while (s.next()) string_ids_[s.integer(0)] = s.text(1);
+    string_ids_ = nsys::read_string_ids(db_);
     if (db_.has_table("ThreadNames") && db_.has_column("ThreadNames", "nameId")) {
       sqlite::Statement t(db_, "SELECT nameId, globalTid FROM ThreadNames");
       while (t.next())
         if (!t.is_null(1) && nsys::pid_of(t.integer(1)) == pid_)
           thread_names_[t.integer(1)] = string_ids_[t.integer(0)];
     }
-  }
-
-  // Domain names (NvtxDomainCreate rows: text, domainId) of our process; its
-  // events are named `<domain>::<message>`, as the recorder names them
-  // (docs/nvtx.md).
-  void read_domains() {
-    if (!db_.has_table("NVTX_EVENTS") || !db_.has_column("NVTX_EVENTS", "domainId")) return;
-    const bool has_text_id = db_.has_column("NVTX_EVENTS", "textId");
-    sqlite::Statement s(db_, fmt::format("SELECT domainId, text, {} FROM NVTX_EVENTS WHERE eventType = {} AND "
-                                         "globalTid >> 24 & 16777215 = ? AND domainId IS NOT NULL",
-                                         has_text_id ? "textId" : "NULL", nsys::kNvtxDomainCreate));
-    s.bind(1, int64_t{pid_});
-    while (s.next()) {
-      const std::string name = nvtx_text(s, 1, 2);
-      if (!name.empty() && s.integer(0) != 0) domains_[s.integer(0)] = name;
-    }
-  }
-
-  std::string domain_prefixed(const std::string& text, const sqlite::Statement& s, int domain) const {
-    if (domain < 0 || s.is_null(domain) || s.integer(domain) == 0) return text;
-    auto it = domains_.find(s.integer(domain));
-    return (it != domains_.end() ? it->second : std::string("(unknown domain)")) + "::" + text;
   }
 
   uint64_t time(int64_t start) const { return base_ns_ + static_cast<uint64_t>(start); }
@@ -353,119 +336,68 @@ class NsysImport {
     for (const Item& it : items_) unknown_thread_events_ += it.thread == kUnknownThread;
   }
 
-  std::string nvtx_text(const sqlite::Statement& s, int text, int text_id) const {
-    if (!s.is_null(text)) return s.text(text);
-    if (!s.is_null(text_id)) {
-      auto it = string_ids_.find(s.integer(text_id));
-      if (it != string_ids_.end()) return it->second;
-    }
-    return "";
-  }
-
+  // Marks and ranges, named as the recorder names the same NVTX calls
+  // (exchange/nsys_nvtx.h).
   void read_nvtx() {
-    if (!db_.has_table("NVTX_EVENTS")) return;
-    for (const char* column : {"start", "end", "eventType", "globalTid"})
-      if (!db_.has_column("NVTX_EVENTS", column))
-        throw InputError(options_.input, std::string("NVTX_EVENTS has no column ") + column);
-    auto optional = [&](const char* column) { return db_.has_column("NVTX_EVENTS", column) ? column : "NULL"; };
-    sqlite::Statement s(
-        db_, fmt::format("SELECT rowid, start, end, eventType, {}, {}, {}, globalTid, {}, {}, {}, {}, {}, {}, {}, {}, "
-                         "{}, {} FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60, 70, 71) AND globalTid >> 24 & "
-                         "16777215 = ? ORDER BY rowid",
-                         optional("rangeId"), optional("text"), optional("textId"), optional("endGlobalTid"),
-                         optional("jsonText"), optional("jsonTextId"), optional("domainId"), optional("uint64Value"),
-                         optional("int64Value"), optional("uint32Value"), optional("int32Value"),
-                         optional("doubleValue"), optional("floatValue")));
-    s.bind(1, int64_t{pid_});
-    while (s.next()) {
-      const uint64_t row = static_cast<uint64_t>(s.integer(0));
-      const uint64_t start = time(checked(s, 1, "NVTX start", 0, INT64_MAX / 2, row));
-      const bool has_end = !s.is_null(2);
-      uint64_t end = has_end ? time(checked(s, 2, "NVTX end", 0, INT64_MAX / 2, row)) : 0;
-      if (has_end && end < start) {
-        ++ranges_ending_before_start_;
-        end = start;
-      }
-      const int type = static_cast<int>(s.integer(3));
-      std::string text = nvtx_text(s, 5, 6);
-      std::string payload = nvtx_text(s, 9, 10);
-      // `wave {"tokens": ...}`: the mark `wave` with that payload, as the
-      // recorder splits an NVTX mark's message.
-      if (type == nsys::kNvtxMark && payload.empty()) split_mark_message(&text, &payload);
-      if (type == nsys::kNvtxMark && payload.empty()) payload = numeric_payload(s, 12);
-      if (text.empty() && type != nsys::kNvtxMark) text = "(unnamed)";  // as the recorder names it
-      const uint32_t name = intern(domain_prefixed(text, s, 11));
-      const int64_t thread = s.integer(7);
-      Item open;
-      open.row = row;
-      open.time_ns = start;
-      open.thread = thread;
-      open.name = name;
-      if (type == nsys::kNvtxMark) {
-        open.kind = EventKind::kMark;
-        open.rank = kMarks;
-        if (!payload.empty()) open.payload = intern(payload);
-        nvtx_rows_.push_back({items_.size(), SIZE_MAX});
-        items_.push_back(open);
-        ++marks_;
-        continue;
-      }
-      const bool push_pop = type == nsys::kNvtxPushPopRange || type == nsys::kNvtxtPushPopRange;
-      open.kind = push_pop ? EventKind::kRangePush : EventKind::kRangeStart;
-      open.rank = kOpens;
-      open.nest = has_end ? -static_cast<int64_t>(end) : INT64_MIN;  // the longer range opens first
-      const uint64_t id = s.is_null(4) ? (1ull << 48) + row : static_cast<uint64_t>(s.integer(4));
-      if (!push_pop) {
-        open.address = id;
-        if (!payload.empty()) open.payload = intern(payload);
-      }
-      const size_t open_index = items_.size();
+    nsys::read_nvtx_rows(db_, pid_, string_ids_, [&](const nsys::NvtxRow& r) { add_nvtx(r); });
+  }
+
+  void add_nvtx(const nsys::NvtxRow& r) {
+    const uint64_t row = r.row;
+    const uint64_t start = time(checked_value(r.start, "NVTX start", row));
+    const bool has_end = r.end.has_value();
+    uint64_t end = has_end ? time(checked_value(*r.end, "NVTX end", row)) : 0;
+    if (has_end && end < start) {
+      ++ranges_ending_before_start_;
+      end = start;
+    }
+    const int type = r.type;
+    const std::string& payload = r.payload;
+    const uint32_t name = intern(r.name);
+    const int64_t thread = r.thread;
+    Item open;
+    open.row = row;
+    open.time_ns = start;
+    open.thread = thread;
+    open.name = name;
+    if (type == nsys::kNvtxMark) {
+      open.kind = EventKind::kMark;
+      open.rank = kMarks;
+      if (!payload.empty()) open.payload = intern(payload);
+      nvtx_rows_.push_back({items_.size(), SIZE_MAX});
       items_.push_back(open);
-      size_t close_index = SIZE_MAX;
-      if (has_end) {
-        Item close;
-        close.row = row;
-        close.time_ns = end;
-        close.kind = push_pop ? EventKind::kRangePop : EventKind::kRangeEnd;
-        close.rank = kCloses;
-        close.nest = -static_cast<int64_t>(start);  // the shorter range closes first
-        close.thread = push_pop || s.is_null(8) ? thread : s.integer(8);
-        close.name = name;
-        close.address = push_pop ? 0 : id;
-        close_index = items_.size();
-        items_.push_back(close);
-      } else {
-        ++unended_ranges_;
-      }
-      nvtx_rows_.push_back({open_index, close_index});
-      ++ranges_;
+      ++marks_;
+      return;
     }
-  }
-
-  // A mark's numeric NVTX payload (Nsight's uint64Value ... floatValue
-  // columns from `first`) as the recorder writes it: {"payload": N}, doubles
-  // with up to six decimals; "" when there is none.
-  static std::string numeric_payload(const sqlite::Statement& s, int first) {
-    for (int c = first; c < first + 4; ++c)
-      if (!s.is_null(c)) return fmt::format("{{\"payload\": {}}}", s.text(c));
-    for (int c = first + 4; c < first + 6; ++c) {
-      if (s.is_null(c)) continue;
-      const double v = s.real(c);
-      if (!std::isfinite(v)) return "{\"payload\": null}";
-      std::string digits = fmt::format("{:.6f}", v);
-      while (digits.back() == '0') digits.pop_back();
-      if (digits.back() == '.') digits.pop_back();
-      return fmt::format("{{\"payload\": {}}}", digits);
+    const bool push_pop = type == nsys::kNvtxPushPopRange || type == nsys::kNvtxtPushPopRange;
+    open.kind = push_pop ? EventKind::kRangePush : EventKind::kRangeStart;
+    open.rank = kOpens;
+    open.nest = has_end ? -static_cast<int64_t>(end) : INT64_MIN;  // the longer range opens first
+    const uint64_t id = r.range_id ? static_cast<uint64_t>(*r.range_id) : (1ull << 48) + row;
+    if (!push_pop) {
+      open.address = id;
+      if (!payload.empty()) open.payload = intern(payload);
     }
-    return "";
-  }
-
-  // `<name> {<json>}` -> name, payload (interpose/nvtx_names.cc, mark_text).
-  static void split_mark_message(std::string* text, std::string* payload) {
-    const size_t brace = text->find(" {");
-    if (brace == std::string::npos || brace == 0 || text->back() != '}') return;
-    *payload = text->substr(brace + 1);
-    text->resize(brace);
+    const size_t open_index = items_.size();
+    items_.push_back(open);
+    size_t close_index = SIZE_MAX;
+    if (has_end) {
+      Item close;
+      close.row = row;
+      close.time_ns = end;
+      close.kind = push_pop ? EventKind::kRangePop : EventKind::kRangeEnd;
+      close.rank = kCloses;
+      close.nest = -static_cast<int64_t>(start);  // the shorter range closes first
+      close.thread = push_pop || !r.end_thread ? thread : *r.end_thread;
+      close.name = name;
+      close.address = push_pop ? 0 : id;
+      close_index = items_.size();
+      items_.push_back(close);
+    } else {
+      ++unended_ranges_;
+    }
+    nvtx_rows_.push_back({open_index, close_index});
+    ++ranges_;
   }
 
   // The exact order a peakscope export recorded; used only when it covers
@@ -654,7 +586,6 @@ class NsysImport {
   bool has_host_ = false;
   uint64_t host_rows_ = 0;
   bool ranges_only_ = false;
-  std::unordered_map<int64_t, std::string> domains_;
   std::string command_;
   std::map<std::string, std::string> info_;
   std::unordered_map<int64_t, std::string> string_ids_;
