@@ -53,13 +53,19 @@ struct FileHeader {
   uint64_t realtime_ns;   // CLOCK_REALTIME at start ...
   uint64_t monotonic_ns;  // ... and CLOCK_MONOTONIC read right after: clock alignment
   uint32_t parent_pid;    // the process this one was forked from, 0 if none
-  uint32_t reserved0;
+  // WORLD_SIZE, 0 when unset (files written before it was added carry zeros
+  // here, as in the other fields carved out of reserved bytes).
+  int32_t world_size;
   char hostname[64];
   // CLOCK_MONOTONIC_RAW read right after monotonic_ns, 0 where unknown (files
   // written before it was added carry zeros here): what Nsight Systems' clock
   // is, for placing the trace on its timeline (exchange/export_nvtxt.cc).
   uint64_t monotonic_raw_ns;
-  uint8_t reserved1[4];
+  // The pid of the `peakscope record` whose run this process belongs to
+  // (PEAKSCOPE_PRIMARY_PID), 0 when recorded without it: with the host name,
+  // what groups the traces of one run (every rank of a job launched under one
+  // record).
+  uint32_t record_pid;
   uint32_t header_crc;  // CRC-32C of every byte before this field
 };
 static_assert(sizeof(FileHeader) == 136, "FileHeader layout is part of format v1");

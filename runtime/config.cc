@@ -65,6 +65,7 @@ void load_config() {
   }
   c.rank = env_int("RANK");
   c.local_rank = env_int("LOCAL_RANK");
+  c.world_size = env_int("WORLD_SIZE");
   g_config = c;
 }
 

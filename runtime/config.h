@@ -29,6 +29,7 @@ struct Config {
   char cupti_library[512];  // PEAKSCOPE_CUPTI_LIBRARY: what to dlopen ("" = libcupti.so.13)
   int32_t rank;             // RANK (-1 unset)
   int32_t local_rank;       // LOCAL_RANK (-1 unset)
+  int32_t world_size;       // WORLD_SIZE (-1 unset)
 };
 
 // Valid after load_config(); zero before.

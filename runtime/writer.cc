@@ -242,6 +242,8 @@ bool open_file() {
   h.pid = static_cast<uint32_t>(getpid());
   h.rank = g_config.rank;
   h.local_rank = g_config.local_rank;
+  h.world_size = g_config.world_size > 0 ? g_config.world_size : 0;
+  h.record_pid = g_config.primary_pid;
   h.flags = (g_config.host_mode ? format::kHeaderHostMode : 0u) |
             (g_config.reserved_level ? format::kHeaderReservedLevel : 0u);
   h.realtime_ns = g_start_realtime_ns;

@@ -32,6 +32,8 @@ format::FileHeader make_file_header(const TraceWriterOptions& options) {
   h.pid = options.pid;
   h.rank = options.rank;
   h.local_rank = options.local_rank;
+  h.world_size = options.world_size;
+  h.record_pid = options.record_pid;
   h.flags = options.flags;
   h.realtime_ns = options.realtime_ns;
   h.monotonic_ns = options.monotonic_ns;

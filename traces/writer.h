@@ -19,7 +19,9 @@ struct TraceWriterOptions {
   uint32_t pid = 0;
   int32_t rank = -1;
   int32_t local_rank = -1;
-  uint32_t flags = 0;  // format::HeaderFlag
+  int32_t world_size = 0;   // 0: unknown
+  uint32_t record_pid = 0;  // 0: unknown
+  uint32_t flags = 0;       // format::HeaderFlag
   uint64_t realtime_ns = 0;
   uint64_t monotonic_ns = 0;
   uint64_t monotonic_raw_ns = 0;  // 0: unknown

@@ -147,6 +147,14 @@ class RecordedRanks:
             raise AssertionError(f"report {path}: {child.stderr}")
         return json.loads(child.stdout)
 
+    def run_report(self, json_output=True):
+        """`peakscope report` of the whole folder: the run."""
+        child = subprocess.run([CLI, "report", self.directory.name] + (["--json"] if json_output else []),
+                               capture_output=True, text=True, timeout=240)
+        if child.returncode != 0:
+            raise AssertionError(f"report {self.directory.name}: {child.stderr}")
+        return json.loads(child.stdout) if json_output else child.stdout
+
     def printed_tokens(self, rank):
         """The token counts rank `rank` said it ran, from its 'wave <i> ... tokens <T>' lines."""
         pattern = re.compile(rf"^\[rank {rank}\] wave \d+ step \d+ tokens (\d+) ")
@@ -154,6 +162,24 @@ class RecordedRanks:
 
     def cleanup(self):
         self.directory.cleanup()
+
+
+def run_names_the_busiest(test, run, world_size):
+    """The run report: a member per trace by rank, each with its single-trace peak; the last rank the busiest."""
+    report = run.run_report()["run"]
+    ranked = [m for m in report["members"] if m["rank"] >= 0]
+    test.assertEqual([m["rank"] for m in ranked], list(range(world_size)))
+    test.assertEqual([m["world_size"] for m in ranked], [world_size] * world_size)
+    for m in ranked:
+        test.assertEqual(m["peak_bytes"], run.reports[m["rank"]]["peak_bytes"], m)
+        test.assertEqual([w["measured_peak_bytes"] for w in m["waves"]],
+                         [w["measured_peak_bytes"] for w in run.reports[m["rank"]]["waves"]])
+    test.assertEqual(report["busiest"]["rank"], world_size - 1, report["busiest"])
+    test.assertEqual(report["busiest"]["peak_bytes"], run.reports[world_size - 1]["peak_bytes"])
+    text = run.run_report(json_output=False)
+    test.assertIn(f"busiest    rank {world_size - 1} (pid {run.pids[world_size - 1][0]})", text)
+    test.assertIn("== the busiest rank's report:", text)
+    return report
 
 
 def busiest_last(test, run, world_size, tokens):
@@ -214,6 +240,15 @@ class TwoRanksTest(unittest.TestCase):
     def test_the_busiest_rank_peaks_highest(self):
         busiest_last(self, self.run_, 2, self.TOKENS)
 
+    def test_the_run_report_names_the_busiest_rank_with_each_ranks_own_peak(self):
+        report = run_names_the_busiest(self, self.run_, 2)
+        self.assertEqual(report["notes"], [])
+        # Every wave's spread across ranks is the two ranks' difference.
+        for w, spread in enumerate(report["waves"]):
+            peaks = [self.run_.reports[r]["waves"][w]["measured_peak_bytes"] for r in range(2)]
+            self.assertEqual((spread["smallest_measured_peak_bytes"], spread["largest_measured_peak_bytes"]),
+                             (min(peaks), max(peaks)))
+
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 @unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
@@ -229,6 +264,7 @@ class FourRanksTest(unittest.TestCase):
             self.assertEqual(report["trace"]["rank"], rank)
             self.assertEqual([w["tokens"] for w in report["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, rank))
         busiest_last(self, run, 4, self.TOKENS)
+        run_names_the_busiest(self, run, 4)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -265,6 +301,13 @@ class DyingRankTest(unittest.TestCase):
         self.assertLessEqual(len(waves), self.DIE_AT + 1)
         for wave in waves[self.DIE_AT:]:
             self.assertEqual((wave["tokens"], wave["complete"]), (shard[self.DIE_AT], False))
+
+    def test_the_run_report_says_the_dead_rank_did_not_end_cleanly(self):
+        report = self.run_.run_report()["run"]
+        dead = [m for m in report["members"] if m["rank"] == 1]
+        self.assertEqual(len(dead), 1)
+        self.assertFalse(dead[0]["clean_end"])
+        self.assertTrue(any("(rank 1) did not end cleanly" in n for n in report["notes"]), report["notes"])
 
     def test_the_survivor_leaves_a_readable_trace_of_its_waves(self):
         # Under gloo the survivor's all-reduce fails at once ("Connection closed by

@@ -1,17 +1,26 @@
-// peakscope report TRACE [--json] [--top N] [--timeline N]
+// peakscope report TRACE... | DIR [--json] [--top N] [--timeline N]
 //
 // Peak, where it was reached, what is live at it by category, layer and range,
-// and each wave's baseline and peak. Exit 0 also for a truncated or corrupt
+// and each wave's baseline and peak. Several traces, or a folder of them (the
+// files `record` lists for a distributed run: one per rank), are a run: a
+// table of every trace by rank, each wave's peak by rank, the busiest rank and
+// its full report (analysis/run_report.h). Exit 0 also for a truncated or corrupt
 // trace (what was read is reported, with a warning); 2 for a file that is not a
 // trace at all (TraceError names the file and byte offset).
+#include <unistd.h>
+#include <algorithm>
+
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
 #include "analysis/analysis.h"
 #include "analysis/report_json.h"
 #include "analysis/report_text.h"
+#include "analysis/run_report.h"
 #include "estimator/liveness.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -19,10 +28,12 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope report TRACE [--json] [--top N] [--timeline N]";
+constexpr const char* kUsage = "usage: peakscope report TRACE... | DIR [--json] [--top N] [--timeline N]";
 
 struct ReportOptions {
-  std::string trace;
+  std::vector<std::string> inputs;
+  std::vector<std::string> traces;  // the inputs, folders expanded to their .pstrace files
+  bool run = false;                 // several traces, or a folder: a run
   bool json = false;
   size_t top = 20;
   size_t timeline_points = 100;
@@ -38,10 +49,51 @@ struct ReportOptions {
   args.option({"--timeline"}, [&](const std::string& name, const std::string& value) {
     o.timeline_points = static_cast<size_t>(parse_count(name, value));
   });
-  args.positional(&o.trace, "trace");
+  args.positionals(&o.inputs);
   if (!args.parse(argc, argv)) return false;
-  if (o.trace.empty()) args.fail("no trace given");
+  if (o.inputs.empty()) args.fail("no trace given");
+  namespace fs = std::filesystem;
+  for (const std::string& input : o.inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {
+      o.traces.push_back(input);
+      continue;
+    }
+    o.run = true;
+    std::vector<std::string> found;
+    for (const fs::directory_entry& e : fs::directory_iterator(input, ec))
+      if (e.path().extension() == ".pstrace" && e.is_regular_file(ec)) found.push_back(e.path().string());
+    if (found.empty()) throw UsageError("no .pstrace file in the folder '" + input + "'");
+    std::sort(found.begin(), found.end());
+    o.traces.insert(o.traces.end(), found.begin(), found.end());
+  }
+  o.run = o.run || o.traces.size() > 1;
   return true;
+}
+
+void warn_if_incomplete(const Analysis& analysis) {
+  const ReadStatus& status = analysis.trace.status;
+  const std::string& trace = analysis.trace.path;
+  if (status.state == ReadStatus::State::kGap)
+    fmt::print(stderr, "peakscope report: warning: {} has a gap ({}); reported the {} events around it\n", trace,
+               status.reason, status.events);
+  else if (!status.complete())
+    fmt::print(stderr, "peakscope report: warning: {} is {} ({}); reported the {} events before that{}\n", trace,
+               read_state_name(status.state), status.reason, status.events,
+               status.gaps
+                   ? fmt::format(" (and skipped {} damaged bytes earlier: {})", status.gap_bytes, status.gap_reason)
+                   : std::string());
+}
+
+void write_out(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+// Range names come from the traced program: replace invalid UTF-8 rather
+// than fail on it.
+std::string json_text(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
@@ -52,32 +104,22 @@ int cmd_report(int argc, char** argv) {
   AnalysisOptions analysis_options;
   analysis_options.timeline_points = o.timeline_points;
   // The categories decided from whole waves (first_execution) included.
-  const Analysis analysis = analyze_report(o.trace, analysis_options);
-
-  if (o.json) {
-    // Range names come from the traced program: replace invalid UTF-8 rather
-    // than fail on it.
-    const std::string text =
-        analysis_to_json(analysis).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fputc('\n', stdout);
-  } else {
+  std::vector<Analysis> analyses;
+  for (size_t i = 0; i < o.traces.size(); ++i) {
+    if (o.run && isatty(STDERR_FILENO))
+      fmt::print(stderr, "peakscope report: reading {} of {}: {}\n", i + 1, o.traces.size(), o.traces[i]);
+    analyses.push_back(analyze_report(o.traces[i], analysis_options));
+  }
+  if (!o.run) {
+    const Analysis& analysis = analyses.front();
     TextOptions text_options;
     text_options.max_ranges = o.top;
-    const std::string text = render_analysis_text(analysis, text_options);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    write_out(o.json ? json_text(analysis_to_json(analysis)) : render_analysis_text(analysis, text_options));
+  } else {
+    const RunReport run = make_run_report(analyses);
+    write_out(o.json ? json_text(run_to_json(run)) : render_run_text(run));
   }
-  std::fflush(stdout);
-  const ReadStatus& status = analysis.trace.status;
-  if (status.state == ReadStatus::State::kGap)
-    fmt::print(stderr, "peakscope report: warning: {} has a gap ({}); reported the {} events around it\n", o.trace,
-               status.reason, status.events);
-  else if (!status.complete())
-    fmt::print(stderr, "peakscope report: warning: {} is {} ({}); reported the {} events before that{}\n", o.trace,
-               read_state_name(status.state), status.reason, status.events,
-               status.gaps
-                   ? fmt::format(" (and skipped {} damaged bytes earlier: {})", status.gap_bytes, status.gap_reason)
-                   : std::string());
+  for (const Analysis& a : analyses) warn_if_incomplete(a);
   return kExitOk;
 }
 

@@ -1,0 +1,30 @@
+// A run is a set of traces: one per rank of a distributed job (and the
+// launcher's, and forked children's). Given each trace's analysis, the run's
+// table: a row per trace ordered by rank, where each peaked, every wave's
+// measured peak by rank and its spread, and the busiest rank: the one that
+// runs out of memory first (README "Distributed runs").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/analysis.h"
+
+namespace psc {
+
+struct RunReport {
+  std::vector<const Analysis*> members;  // ordered: by rank (unranked last), then pid
+  int busiest = -1;                      // index into members of the highest peak; -1 when nothing peaked
+  std::vector<std::string> notes;        // what a reader should know (several hosts, a rank missing, ...)
+};
+
+// Orders the analyses and finds the busiest; they must outlive the result.
+RunReport make_run_report(const std::vector<Analysis>& analyses);
+
+std::string render_run_text(const RunReport& run);
+// {"run": {...the table...}, "reports": [analysis_to_json of each member]}.
+nlohmann::ordered_json run_to_json(const RunReport& run);
+
+}  // namespace psc
