@@ -84,7 +84,7 @@ RunReport make_run_report(const std::vector<Analysis>& analyses) {
   return run;
 }
 
-std::string render_run_text(const RunReport& run) {
+std::string render_run_text(const RunReport& run, const TextOptions& options) {
   std::string out;
   size_t ranked = 0;
   for (const Analysis* a : run.members) ranked += is_rank_trace(*a);
@@ -147,7 +147,7 @@ std::string render_run_text(const RunReport& run) {
   if (run.busiest >= 0) {
     const Analysis& b = *run.members[static_cast<size_t>(run.busiest)];
     out += fmt::format("\n== the busiest rank's report: {}\n", b.trace.path);
-    out += render_analysis_text(b);
+    out += render_analysis_text(b, options);
   }
   return out;
 }

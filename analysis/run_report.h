@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/report_text.h"
 
 namespace psc {
 
@@ -23,7 +24,8 @@ struct RunReport {
 // Orders the analyses and finds the busiest; they must outlive the result.
 RunReport make_run_report(const std::vector<Analysis>& analyses);
 
-std::string render_run_text(const RunReport& run);
+// The table, then the busiest rank's report rendered with `options`.
+std::string render_run_text(const RunReport& run, const TextOptions& options = {});
 // {"run": {...the table...}, "reports": [analysis_to_json of each member]}.
 nlohmann::ordered_json run_to_json(const RunReport& run);
 

@@ -110,14 +110,14 @@ int cmd_report(int argc, char** argv) {
       fmt::print(stderr, "peakscope report: reading {} of {}: {}\n", i + 1, o.traces.size(), o.traces[i]);
     analyses.push_back(analyze_report(o.traces[i], analysis_options));
   }
+  TextOptions text_options;
+  text_options.max_ranges = o.top;
   if (!o.run) {
     const Analysis& analysis = analyses.front();
-    TextOptions text_options;
-    text_options.max_ranges = o.top;
     write_out(o.json ? json_text(analysis_to_json(analysis)) : render_analysis_text(analysis, text_options));
   } else {
     const RunReport run = make_run_report(analyses);
-    write_out(o.json ? json_text(run_to_json(run)) : render_run_text(run));
+    write_out(o.json ? json_text(run_to_json(run)) : render_run_text(run, text_options));
   }
   for (const Analysis& a : analyses) warn_if_incomplete(a);
   return kExitOk;
