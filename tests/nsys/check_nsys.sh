@@ -10,7 +10,7 @@
 #    trace: API and NVTX sums are the tables'; no host call is a CUDA call.
 # 4. ImportNvtxt merges peakscope's NVTXT into Nsight's report: aligned to the
 #    report (--nvtxt-align), every event lands inside its session.
-# Prints "ok NAME" / "not ok NAME".
+# Prints "ok NAME" / "not ok NAME" (PSC_NSYS_VERBOSE=1: with what each check measured).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-${PSC_BUILD_DIR:-build}}
@@ -35,7 +35,7 @@ not_ok() {
 check() {  # check NAME COMMAND...
   local name=$1
   shift
-  if "$@" >"$work/last.out" 2>&1; then ok "$name"; else
+  if "$@" >"$work/last.out" 2>&1; then ok "$name"; [ -n "${PSC_NSYS_VERBOSE:-}" ] && tail -n 3 "$work/last.out"; else
     not_ok "$name"
     tail -n 20 "$work/last.out"
   fi
@@ -174,18 +174,29 @@ nvtxt_merge() {
 }
 check "ImportNvtxt merges the aligned NVTXT into nsys's report, inside its session" nvtxt_merge
 raw_times() {
-  # The default file: CLOCK_MONOTONIC_RAW, Nsight's clock. Converted by
-  # ImportNvtxt, its first event lands where Nsight's SQLite export puts
-  # Nsight's own copy of it, from the session start (within 1 ms).
+  # The default file: CLOCK_MONOTONIC_RAW, Nsight's clock. ImportNvtxt turns
+  # its times into the time from the session start (where Nsight's SQLite
+  # export puts Nsight's own copy of the first event) but places that from the
+  # report's time origin: merged with --update_report_time, the session then
+  # starts at our first event when that falls before the analysis' start, and
+  # is unchanged otherwise (docs/viewers.md).
   "$PEAKSCOPE" export "$work/t.pstrace" --format nvtxt -o "$work/raw.nvtxt" >/dev/null 2>&1 || return 1
   host_tool ImportNvtxt --cmd merge -i "$work/run.nsys-rep" --nvtxt "$work/raw.nvtxt" -o "$work/raw.nsys-rep" \
     --target 0:1 --update_report_time >"$work/raw.log" 2>&1 || { tail "$work/raw.log"; return 1; }
-  local start first
-  start=$(window "$work/raw.nsys-rep" | cut -d' ' -f1)
-  first=$(sqlite3 "$work/nsys.sqlite" "SELECT MIN(start) FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60)" 2>/dev/null ||
-    /usr/bin/python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT MIN(start) FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60)").fetchone()[0])' "$work/nsys.sqlite")
-  echo "merged session starts at $start ns; nsys's first NVTX event at $first ns from its session start"
-  [ -n "$start" ] && [ -n "$first" ] && [ $((start > first ? start - first : first - start)) -lt 1000000 ]
+  local before after first
+  before=$(window "$work/run.nsys-rep" | cut -d' ' -f1)
+  after=$(window "$work/raw.nsys-rep" | cut -d' ' -f1)
+  first=$(/usr/bin/python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT MIN(start) FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60)").fetchone()[0])' "$work/nsys.sqlite")
+  echo "session started at $before ns, after the merge at $after ns; nsys's first NVTX event at $first ns from its session start"
+  [ -n "$before" ] && [ -n "$after" ] && [ -n "$first" ] || return 1
+  if [ "$first" -lt $((before - 10000000)) ]; then
+    # Within 10 ms: the two tools stamp one call microseconds apart, more when
+    # the machine preempts between them; the misplacement measured is ~100 ms.
+    [ $((after > first ? after - first : first - after)) -lt 10000000 ]
+  else
+    echo "(our first event falls inside the session: the merge moves nothing to measure by)"
+    [ "$after" = "$before" ]
+  fi
 }
-check "NVTXT in CLOCK_MONOTONIC_RAW: ImportNvtxt places it at nsys's own times (from the session start)" raw_times
+check "NVTXT in CLOCK_MONOTONIC_RAW: ImportNvtxt places it at nsys's own times (from the session start, within 10 ms)" raw_times
 exit $failed
