@@ -240,6 +240,29 @@ class TwoRanksTest(unittest.TestCase):
     def test_the_busiest_rank_peaks_highest(self):
         busiest_last(self, self.run_, 2, self.TOKENS)
 
+    def test_calibrate_and_check_read_the_run_folder_as_every_ranks_trace(self):
+        folder = self.run_.directory.name
+        ranks = [os.path.join(folder, f"run.r{r}.p{self.run_.pids[r][0]}.pstrace") for r in range(2)]
+        calibrations = []
+        for name, inputs in (("folder", [folder]), ("list", ranks)):
+            out = os.path.join(folder, f"cal-{name}.json")
+            child = subprocess.run([CLI, "calibrate", *inputs, "-o", out], capture_output=True, text=True, timeout=240)
+            self.assertEqual(child.returncode, 0, child.stderr)
+            with open(out) as f:
+                calibration = json.load(f)
+            calibration.pop("traces", None)
+            calibrations.append(calibration)
+        self.assertEqual(calibrations[0], calibrations[1])
+        check = subprocess.run([CLI, "check", "--calibration", os.path.join(folder, "cal-list.json"), folder, "--json"],
+                               capture_output=True, text=True, timeout=240)
+        self.assertIn(check.returncode, (0, 1), check.stderr)
+        self.assertIn("run.pstrace has no waves: nothing to check there", check.stderr)
+        waves = json.loads(check.stdout)["waves"]
+        self.assertEqual(len(waves), 6)  # three waves of each rank; the launcher's trace passed over
+        for name in os.listdir(folder):
+            if name.startswith("cal-"):
+                os.remove(os.path.join(folder, name))
+
     def test_the_run_report_names_the_busiest_rank_with_each_ranks_own_peak(self):
         report = run_names_the_busiest(self, self.run_, 2)
         self.assertEqual(report["notes"], [])

@@ -1,7 +1,9 @@
 #include "tools/cli/args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include <fmt/format.h>
@@ -113,6 +115,27 @@ int64_t parse_bytes(const std::string& option, const std::string& text) {
     }
   }
   return parse_count(option, text);
+}
+
+std::vector<std::string> expand_trace_folders(const std::vector<std::string>& inputs, bool* had_folder) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> traces;
+  if (had_folder) *had_folder = false;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!fs::is_directory(input, ec)) {
+      traces.push_back(input);
+      continue;
+    }
+    if (had_folder) *had_folder = true;
+    std::vector<std::string> found;
+    for (const fs::directory_entry& e : fs::directory_iterator(input, ec))
+      if (e.path().extension() == ".pstrace" && e.is_regular_file(ec)) found.push_back(e.path().string());
+    if (found.empty()) throw UsageError("no .pstrace file in the folder '" + input + "'");
+    std::sort(found.begin(), found.end());
+    traces.insert(traces.end(), found.begin(), found.end());
+  }
+  return traces;
 }
 
 std::vector<std::string> split_list(const std::string& text) {

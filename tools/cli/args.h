@@ -87,4 +87,9 @@ int64_t parse_bytes(const std::string& option, const std::string& text);
 // "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""}.
 std::vector<std::string> split_list(const std::string& text);
 
+// Trace arguments with each folder replaced by its .pstrace files, sorted
+// (the files `record` wrote for a run: one per rank). *had_folder tells
+// whether there was one. UsageError for a folder without traces.
+std::vector<std::string> expand_trace_folders(const std::vector<std::string>& inputs, bool* had_folder = nullptr);
+
 }  // namespace psc::cli

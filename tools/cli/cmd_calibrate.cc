@@ -1,4 +1,4 @@
-// peakscope calibrate TRACE... -o CAL.json [--safety FACTOR]
+// peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR]
 //
 // Fits the pricing model's liveness terms per model from traced waves
 // (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
@@ -21,7 +21,7 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope calibrate TRACE... -o CAL.json [--safety FACTOR]";
+constexpr const char* kUsage = "usage: peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR]";
 
 struct CalibrateOptions {
   std::vector<std::string> traces;
@@ -42,6 +42,7 @@ struct CalibrateOptions {
   args.positionals(&o.traces);
   if (!args.parse(argc, argv)) return false;
   if (o.traces.empty()) args.fail("no trace given");
+  o.traces = expand_trace_folders(o.traces);  // a run's folder: every rank's trace
   if (o.out.empty()) args.fail("no output given (-o CAL.json)");
   return true;
 }

@@ -1,4 +1,4 @@
-// peakscope check --calibration CAL.json TRACE... [--json] [--floor-only]
+// peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only]
 //
 // The accuracy table of DESIGN.md ("Accuracy is measured"): per wave, the
 // calibrated price against the measured peak, cold and warm summarised apart.
@@ -23,7 +23,7 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope check --calibration CAL.json TRACE... [--json] [--floor-only]";
+constexpr const char* kUsage = "usage: peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only]";
 
 struct CheckOptions {
   std::string calibration;
@@ -42,6 +42,7 @@ struct CheckOptions {
   if (!args.parse(argc, argv)) return false;
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
   if (o.traces.empty()) args.fail("no trace given");
+  o.traces = expand_trace_folders(o.traces);  // a run's folder: every rank's trace
   return true;
 }
 
@@ -124,8 +125,16 @@ int cmd_check(int argc, char** argv) {
   if (!parse(argc, argv, o)) return kExitOk;
   const Calibration calibration = read_calibration(o.calibration);
   std::vector<CheckRow> rows;
-  for (const std::string& path : o.traces)
-    for (CheckRow& r : check_trace(calibration, analyze_liveness(path))) rows.push_back(std::move(r));
+  for (const std::string& path : o.traces) {
+    const Liveness liveness = analyze_liveness(path);
+    // A run's folder also holds traces with nothing to check (the launcher's
+    // own): one without waves is named and passed over.
+    if (liveness.waves.empty()) {
+      std::fprintf(stderr, "peakscope check: %s has no waves: nothing to check there\n", path.c_str());
+      continue;
+    }
+    for (CheckRow& r : check_trace(calibration, liveness)) rows.push_back(std::move(r));
+  }
   const CheckSummary summary = summarize_check(rows, o.floor_only);
   if (o.json) {
     const CalibrationJson j = check_to_json(o.calibration, rows, o.floor_only);

@@ -11,7 +11,6 @@
 #include <algorithm>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -52,21 +51,7 @@ struct ReportOptions {
   args.positionals(&o.inputs);
   if (!args.parse(argc, argv)) return false;
   if (o.inputs.empty()) args.fail("no trace given");
-  namespace fs = std::filesystem;
-  for (const std::string& input : o.inputs) {
-    std::error_code ec;
-    if (!fs::is_directory(input, ec)) {
-      o.traces.push_back(input);
-      continue;
-    }
-    o.run = true;
-    std::vector<std::string> found;
-    for (const fs::directory_entry& e : fs::directory_iterator(input, ec))
-      if (e.path().extension() == ".pstrace" && e.is_regular_file(ec)) found.push_back(e.path().string());
-    if (found.empty()) throw UsageError("no .pstrace file in the folder '" + input + "'");
-    std::sort(found.begin(), found.end());
-    o.traces.insert(o.traces.end(), found.begin(), found.end());
-  }
+  o.traces = expand_trace_folders(o.inputs, &o.run);
   o.run = o.run || o.traces.size() > 1;
   return true;
 }
