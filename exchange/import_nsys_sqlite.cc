@@ -223,7 +223,6 @@ class NsysImport {
                                     has_stream ? "streamId" : "NULL", has_correlation ? "correlationId" : "NULL",
                                     has_pool ? "localMemoryPoolAddress" : "NULL"));
     s.bind(1, int64_t{pid_});
-    std::map<std::pair<int16_t, uint64_t>, uint64_t> live;  // (device, address) -> bytes, for pairing
     while (s.next()) {
       const uint64_t row = static_cast<uint64_t>(s.integer(0));
       Item it;
@@ -236,28 +235,13 @@ class NsysImport {
       const int64_t operation = s.integer(6);
       it.stream = s.is_null(7) ? 0 : static_cast<uint64_t>(s.integer(7));
       it.memory = nsys::memory_kind_of(static_cast<int>(kind), !s.is_null(9) && s.integer(9) != 0);
-      const std::pair<int16_t, uint64_t> key{it.device, it.address};
-      if (operation == nsys::kOperAllocation) {
-        it.kind = EventKind::kAlloc;
-        it.rank = kAllocs;
-        ++allocations_;
-        if (!live.emplace(key, it.bytes).second) ++replaced_;
-        live[key] = it.bytes;
-      } else if (operation == nsys::kOperDeallocation) {
-        it.kind = EventKind::kFree;
-        it.rank = kFrees;
-        ++frees_;
-        if (live.erase(key) == 0) ++unmatched_frees_;
-      } else {
-        ++unknown_operations_;
-        continue;
-      }
+      if (!pair_row(it, operation)) continue;
       if (items_.size() >= UINT32_MAX) throw InputError(options_.input, "more than 4 billion memory rows");
       it.thread = kUnknownThread;  // until its API call says otherwise
       if (!s.is_null(8)) correlated_.emplace_back(s.integer(8), static_cast<uint32_t>(items_.size()));
       items_.push_back(it);
     }
-    still_live_ = live.size();
+    still_live_ = live_.size();
   }
 
   // Host memory a peakscope export kept out of Nsight's CUDA tables: its
@@ -267,7 +251,6 @@ class NsysImport {
                         "SELECT rowid, start, globalTid, address, bytes, memoryOperationType, nameId FROM "
                         "PEAKSCOPE_HOST_MEMORY_EVENTS WHERE globalTid >> 24 & 16777215 = ? ORDER BY rowid");
     s.bind(1, int64_t{pid_});
-    std::map<uint64_t, uint64_t> live;
     while (s.next()) {
       const uint64_t row = static_cast<uint64_t>(s.integer(0));
       Item it;
@@ -281,25 +264,33 @@ class NsysImport {
       it.bytes = static_cast<uint64_t>(checked(s, 4, "bytes", 0, INT64_MAX, row));
       auto name = string_ids_.find(s.integer(6));
       it.api = name != string_ids_.end() ? nsys::api_of(name->second) : Api::kImported;
-      const int64_t operation = s.integer(5);
-      if (operation == nsys::kOperAllocation) {
-        it.kind = EventKind::kAlloc;
-        it.rank = kAllocs;
-        ++allocations_;
-        if (!live.emplace(it.address, it.bytes).second) ++replaced_;
-      } else if (operation == nsys::kOperDeallocation) {
-        it.kind = EventKind::kFree;
-        it.rank = kFrees;
-        ++frees_;
-        if (live.erase(it.address) == 0) ++unmatched_frees_;
-      } else {
-        ++unknown_operations_;
-        continue;
-      }
+      if (!pair_row(it, s.integer(5))) continue;
       items_.push_back(it);
       ++host_rows_;
     }
-    still_live_ += live.size();
+    still_live_ = live_.size();
+  }
+
+  // A memory row's kind from its operation, paired by (device, address) with
+  // what is live (host rows are device -1); false for an unknown operation.
+  bool pair_row(Item& it, int64_t operation) {
+    const std::pair<int16_t, uint64_t> key{it.device, it.address};
+    if (operation == nsys::kOperAllocation) {
+      it.kind = EventKind::kAlloc;
+      it.rank = kAllocs;
+      ++allocations_;
+      if (!live_.emplace(key, it.bytes).second) ++replaced_;
+      live_[key] = it.bytes;
+    } else if (operation == nsys::kOperDeallocation) {
+      it.kind = EventKind::kFree;
+      it.rank = kFrees;
+      ++frees_;
+      if (live_.erase(key) == 0) ++unmatched_frees_;
+    } else {
+      ++unknown_operations_;
+      return false;
+    }
+    return true;
   }
 
   // Each memory row's thread and API, from the API call it came from.
@@ -582,6 +573,7 @@ class NsysImport {
   uint64_t base_ns_ = 0;
   bool reserved_ = false;
   bool exact_order_ = false;
+  std::map<std::pair<int16_t, uint64_t>, uint64_t> live_;  // (device, address) -> bytes, for pairing
   bool has_memory_ = false;
   bool has_host_ = false;
   uint64_t host_rows_ = 0;
