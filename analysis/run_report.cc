@@ -38,6 +38,19 @@ int64_t wave_peak(const Analysis& a, size_t index) {
   return index < a.waves.size() ? static_cast<int64_t>(a.waves[index].measured_peak_bytes()) : -1;
 }
 
+// The smallest and largest measured peak of wave `index` among `members`;
+// {-1, -1} when none has it.
+std::pair<int64_t, int64_t> wave_range(const std::vector<const Analysis*>& members, size_t index) {
+  int64_t lo = -1, hi = -1;
+  for (const Analysis* a : members) {
+    const int64_t p = wave_peak(*a, index);
+    if (p < 0) continue;
+    lo = lo < 0 ? p : std::min(lo, p);
+    hi = std::max(hi, p);
+  }
+  return {lo, hi};
+}
+
 size_t most_waves(const RunReport& run) {
   size_t n = 0;
   for (const Analysis* a : run.members) n = std::max(n, a->waves.size());
@@ -133,14 +146,11 @@ std::string render_run_text(const RunReport& run, const TextOptions& options) {
     out += fmt::format(" {:>14}\n", "spread");
     for (size_t w = 0; w < waves; ++w) {
       out += fmt::format("  {:>4}", w);
-      int64_t lo = -1, hi = -1;
       for (const Analysis* a : columns) {
         const int64_t p = wave_peak(*a, w);
         out += fmt::format(" {:>14}", p < 0 ? std::string("-") : grouped(static_cast<uint64_t>(p)));
-        if (p < 0) continue;
-        lo = lo < 0 ? p : std::min(lo, p);
-        hi = std::max(hi, p);
       }
+      const auto [lo, hi] = wave_range(columns, w);
       out += fmt::format(" {:>14}\n", hi < 0 ? std::string("-") : grouped(static_cast<uint64_t>(hi - lo)));
     }
   }
@@ -176,13 +186,7 @@ json run_to_json(const RunReport& run) {
   }
   json spread = json::array();
   for (size_t w = 0; w < most_waves(run); ++w) {
-    int64_t lo = -1, hi = -1;
-    for (const Analysis* a : run.members) {
-      const int64_t p = wave_peak(*a, w);
-      if (p < 0) continue;
-      lo = lo < 0 ? p : std::min(lo, p);
-      hi = std::max(hi, p);
-    }
+    const auto [lo, hi] = wave_range(run.members, w);
     spread.push_back({{"wave", w}, {"smallest_measured_peak_bytes", lo}, {"largest_measured_peak_bytes", hi}});
   }
   json reports = json::array();
