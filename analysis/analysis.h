@@ -112,6 +112,7 @@ struct TraceSummary {
   std::string path;
   ReadStatus status;
   format::FileHeader header{};
+  format::RunHeader run{};
   std::string command;
   size_t threads = 0;
   std::array<uint64_t, format::kDropReasonCount> drops{};

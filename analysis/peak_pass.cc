@@ -57,6 +57,7 @@ void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
   trace->path = meta_.path;
   trace->status = status_;
   trace->header = meta_.header;
+  trace->run = meta_.run;
   trace->command = meta_.command;
   trace->threads =
       static_cast<size_t>(std::count_if(meta_.threads.begin(), meta_.threads.end(),

@@ -16,9 +16,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string host_of(const Analysis& a) {
-  return std::string(a.trace.header.hostname, strnlen(a.trace.header.hostname, sizeof a.trace.header.hostname));
-}
+std::string host_of(const Analysis& a) { return psc::host_of(a.trace.header); }
 
 std::string rank_label(const Analysis& a) {
   return a.trace.header.rank >= 0 ? std::to_string(a.trace.header.rank) : std::string("-");
@@ -59,13 +57,19 @@ size_t most_waves(const RunReport& run) {
 
 }  // namespace
 
-RunReport make_run_report(const std::vector<Analysis>& analyses) {
+RunReport make_run_report(const std::vector<Analysis>& analyses, const Run* grouped_run) {
   RunReport run;
+  if (grouped_run) {
+    run.id = grouped_run->id;
+    run.id_source = grouped_run->id_source;
+  }
   for (const Analysis& a : analyses) run.members.push_back(&a);
   std::stable_sort(run.members.begin(), run.members.end(), [](const Analysis* x, const Analysis* y) {
     const bool xr = x->trace.header.rank >= 0, yr = y->trace.header.rank >= 0;
     if (xr != yr) return xr;
     if (x->trace.header.rank != y->trace.header.rank) return x->trace.header.rank < y->trace.header.rank;
+    const std::string xh = host_of(*x), yh = host_of(*y);
+    if (xh != yh) return xh < yh;
     return x->trace.header.pid < y->trace.header.pid;
   });
   for (size_t i = 0; i < run.members.size(); ++i) {
@@ -75,10 +79,10 @@ RunReport make_run_report(const std::vector<Analysis>& analyses) {
       run.busiest = static_cast<int>(i);
   }
   std::set<std::string> hosts;
-  std::set<int32_t> ranks, world_sizes;
+  std::set<int32_t> ranks, world_sizes, repeated;
   for (const Analysis* a : run.members) {
     hosts.insert(host_of(*a));
-    if (is_rank_trace(*a)) ranks.insert(a->trace.header.rank);
+    if (is_rank_trace(*a) && !ranks.insert(a->trace.header.rank).second) repeated.insert(a->trace.header.rank);
     if (a->trace.header.world_size > 0) world_sizes.insert(a->trace.header.world_size);
     if (!a->trace.status.complete() || !a->trace.clean_end)
       run.notes.push_back(fmt::format("{} (rank {}) did not end cleanly ({}): read up to where it stopped",
@@ -94,6 +98,9 @@ RunReport make_run_report(const std::vector<Analysis>& analyses) {
       run.notes.push_back(fmt::format("WORLD_SIZE is {} but no trace of rank {}", world, fmt::join(missing, ", ")));
   }
   if (hosts.size() > 1) run.notes.push_back(fmt::format("{} hosts: {}", hosts.size(), fmt::join(hosts, ", ")));
+  if (!repeated.empty())
+    run.notes.push_back(fmt::format("rank {} appears in more than one trace: are two runs mixed? (their run id {})",
+                                    fmt::join(repeated, ", "), run.id.empty() ? "is unset" : "is '" + run.id + "'"));
   return run;
 }
 
@@ -101,7 +108,9 @@ std::string render_run_text(const RunReport& run, const TextOptions& options) {
   std::string out;
   size_t ranked = 0;
   for (const Analysis* a : run.members) ranked += is_rank_trace(*a);
-  out += fmt::format("run        {} traces, {} of ranks\n", run.members.size(), ranked);
+  out += fmt::format("run        {}{} traces, {} of ranks\n",
+                     run.id.empty() ? std::string() : fmt::format("'{}' ({}): ", run.id, run.id_source),
+                     run.members.size(), ranked);
   out += fmt::format("  {:>4} {:>8} {:<12} {:<10} {:>10} {:>14} {:>6}  {}\n", "rank", "pid", "host", "status", "events",
                      "peak bytes", "waves", "peak in");
   for (size_t i = 0; i < run.members.size(); ++i) {
@@ -193,7 +202,9 @@ json run_to_json(const RunReport& run) {
   for (const Analysis* a : run.members) reports.push_back(analysis_to_json(*a));
   const Analysis* b = run.busiest >= 0 ? run.members[static_cast<size_t>(run.busiest)] : nullptr;
   return {{"run",
-           {{"traces", run.members.size()},
+           {{"id", run.id.empty() ? json(nullptr) : json(run.id)},
+            {"id_source", run.id_source.empty() ? json(nullptr) : json(run.id_source)},
+            {"traces", run.members.size()},
             {"busiest", b ? json({{"rank", b->trace.header.rank},
                                   {"pid", b->trace.header.pid},
                                   {"path", b->trace.path},

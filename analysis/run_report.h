@@ -12,17 +12,21 @@
 
 #include "analysis/analysis.h"
 #include "analysis/report_text.h"
+#include "traces/run.h"
 
 namespace psc {
 
 struct RunReport {
+  std::string id;         // the run's id (traces/run.h), "" when nothing names it
+  std::string id_source;  // where the id came from
   std::vector<const Analysis*> members;  // ordered: by rank (unranked last), then pid
   int busiest = -1;                      // index into members of the highest peak; -1 when nothing peaked
   std::vector<std::string> notes;        // what a reader should know (several hosts, a rank missing, ...)
 };
 
 // Orders the analyses and finds the busiest; they must outlive the result.
-RunReport make_run_report(const std::vector<Analysis>& analyses);
+// `run` (what traces/run.h grouped them into) gives the run's id.
+RunReport make_run_report(const std::vector<Analysis>& analyses, const Run* run = nullptr);
 
 // The table, then the busiest rank's report rendered with `options`.
 std::string render_run_text(const RunReport& run, const TextOptions& options = {});

@@ -70,6 +70,34 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 136, "FileHeader layout is part of format v1");
 
+// What the traces of one distributed job share, written right after FileHeader
+// (header_bytes counts it). A file written before it was added has
+// header_bytes == sizeof(FileHeader) and no run identity; a reader that
+// predates it steps over it, as header_bytes lets it.
+enum class RunIdSource : uint32_t {
+  kNone = 0,          // nothing named the run
+  kPeakscope = 1,     // PEAKSCOPE_RUN_ID, set by whoever launches the ranks
+  kTorchElastic = 2,  // TORCHELASTIC_RUN_ID (torchrun's --rdzv-id)
+  kSlurm = 3,         // SLURM_JOB_ID[.SLURM_STEP_ID]
+  kMaster = 4,        // MASTER_ADDR:MASTER_PORT of a ranked process
+};
+struct RunHeader {
+  char run_id[80];  // NUL-terminated; "" when source is kNone
+  uint32_t source;  // RunIdSource
+  uint32_t crc;     // CRC-32C of every byte before this field
+};
+static_assert(sizeof(RunHeader) == 88, "RunHeader layout is part of the format");
+constexpr const char* run_id_source_name(uint32_t source) {
+  switch (static_cast<RunIdSource>(source)) {
+    case RunIdSource::kNone: return "none";
+    case RunIdSource::kPeakscope: return "PEAKSCOPE_RUN_ID";
+    case RunIdSource::kTorchElastic: return "TORCHELASTIC_RUN_ID";
+    case RunIdSource::kSlurm: return "SLURM_JOB_ID";
+    case RunIdSource::kMaster: return "MASTER_ADDR:MASTER_PORT";
+  }
+  return "unknown";
+}
+
 struct ChunkHeader {
   uint32_t magic;  // kChunkMagic
   uint32_t payload_bytes;

@@ -1,7 +1,11 @@
 #include "runtime/config.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+
+#include "format/file_format.h"
 
 namespace psc::rt {
 
@@ -36,6 +40,44 @@ uint32_t round_up_pow2(uint64_t v, uint32_t lo, uint32_t hi) {
   return p;
 }
 
+// Appends text to out[0..size) at *used, always NUL-terminated, cut at size - 1.
+void append_id(char* out, size_t size, size_t* used, const char* text) {
+  while (*text && *used + 1 < size) out[(*used)++] = *text++;
+  out[*used] = 0;
+}
+
+// The first of PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID (torchrun's default
+// "none" names nothing), SLURM_JOB_ID[.SLURM_STEP_ID] and, for a ranked
+// process, MASTER_ADDR:MASTER_PORT.
+void set_run_id(Config& c) {
+  using format::RunIdSource;
+  const auto env = [](const char* name) -> const char* {
+    const char* v = getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  size_t used = 0;
+  const auto from = [&](RunIdSource source, const char* first, const char* second = nullptr) {
+    append_id(c.run_id, sizeof c.run_id, &used, first);
+    if (second) {
+      append_id(c.run_id, sizeof c.run_id, &used, source == RunIdSource::kSlurm ? "." : ":");
+      append_id(c.run_id, sizeof c.run_id, &used, second);
+    }
+    c.run_id_source = static_cast<uint32_t>(source);
+  };
+  c.run_id_source = static_cast<uint32_t>(RunIdSource::kNone);
+  const char* elastic = env("TORCHELASTIC_RUN_ID");
+  if (elastic && strcmp(elastic, "none") == 0) elastic = nullptr;
+  if (const char* id = env("PEAKSCOPE_RUN_ID")) {
+    from(RunIdSource::kPeakscope, id);
+  } else if (elastic) {
+    from(RunIdSource::kTorchElastic, elastic);
+  } else if (const char* job = env("SLURM_JOB_ID")) {
+    from(RunIdSource::kSlurm, job, env("SLURM_STEP_ID"));
+  } else if (const char* master = env("MASTER_ADDR"); master && c.rank >= 0) {
+    from(RunIdSource::kMaster, master, env("MASTER_PORT"));
+  }
+}
+
 }  // namespace
 
 void load_config() {
@@ -66,6 +108,7 @@ void load_config() {
   c.rank = env_int("RANK");
   c.local_rank = env_int("LOCAL_RANK");
   c.world_size = env_int("WORLD_SIZE");
+  set_run_id(c);
   g_config = c;
 }
 

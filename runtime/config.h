@@ -30,6 +30,11 @@ struct Config {
   int32_t rank;             // RANK (-1 unset)
   int32_t local_rank;       // LOCAL_RANK (-1 unset)
   int32_t world_size;       // WORLD_SIZE (-1 unset)
+  // What the ranks of one job share (format::RunHeader): the first of
+  // PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID[.SLURM_STEP_ID] and
+  // MASTER_ADDR:MASTER_PORT (ranked processes only); "" when none is set.
+  char run_id[80];
+  uint32_t run_id_source;  // format::RunIdSource
 };
 
 // Valid after load_config(); zero before.

@@ -53,6 +53,7 @@ int g_fd = -1;
 bool g_open_failed = false;
 char g_path[4200];                 // the file's name, for messages
 format::FileHeader g_header{};     // as on disk (flags change after the fact)
+format::RunHeader g_run_header{};  // written right after it, once
 uint64_t g_file_bytes = 0;         // header and whole chunks written: where the next chunk goes
 bool g_header_pending = false;     // the header is not on disk yet (its write failed)
 bool g_write_failing = false;      // in an episode of failed writes (said once on stderr)
@@ -93,8 +94,25 @@ char* append(char* out, const char* s) {
   return out;
 }
 
+// The host's name as a file name part: up to its first dot, letters, digits,
+// '-' and '_' only (others become '_'), at most 32 characters.
+char* append_host(char* out) {
+  char host[65] = {};
+  gethostname(host, sizeof host - 1);
+  size_t n = 0;
+  for (const char* h = host; *h && *h != '.' && n < 32; ++h, ++n) {
+    const char c = *h;
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    *out++ = plain ? c : '_';
+  }
+  if (n == 0) out = append(out, "host");
+  *out = 0;
+  return out;
+}
+
 // Primary process: exactly the configured path. Others (children, ranks):
-// the path's stem + ".r<RANK>.p<pid>.pstrace".
+// the path's stem + "[.r<RANK>].<host>.p<pid>.pstrace", so ranks on several
+// machines writing into one shared folder never take each other's names.
 void trace_path(char* out, size_t size) {
   const char* base = g_config.output[0] ? g_config.output : "peakscope.pstrace";
   const uint32_t pid = static_cast<uint32_t>(getpid());
@@ -114,6 +132,8 @@ void trace_path(char* out, size_t size) {
     o = append(o, ".r");
     o = sys::format_uint(o, static_cast<uint64_t>(g_config.rank));
   }
+  o = append(o, ".");
+  o = append_host(o);
   o = append(o, ".p");
   o = sys::format_uint(o, pid);
   append(o, ext);
@@ -186,10 +206,11 @@ int write_at(const void* data, size_t n, uint64_t offset, uint64_t reserve) {
 // already on disk, so this works on a full disk too.
 int write_header() {
   g_header.header_crc = crc32c(&g_header, offsetof(format::FileHeader, header_crc));
-  const int err = write_at(&g_header, sizeof g_header, 0, 0);
+  int err = write_at(&g_header, sizeof g_header, 0, 0);
+  if (err == 0 && g_header_pending) err = write_at(&g_run_header, sizeof g_run_header, sizeof g_header, 0);
   if (err == 0 && g_header_pending) {
     g_header_pending = false;
-    g_file_bytes = sizeof g_header;
+    g_file_bytes = g_header.header_bytes;
   }
   return err;
 }
@@ -238,7 +259,7 @@ bool open_file() {
   memcpy(h.magic, format::kMagic, sizeof h.magic);
   h.version = format::kVersion;
   h.min_reader_version = format::kMinReaderVersion;
-  h.header_bytes = sizeof h;
+  h.header_bytes = sizeof h + sizeof g_run_header;
   h.pid = static_cast<uint32_t>(getpid());
   h.rank = g_config.rank;
   h.local_rank = g_config.local_rank;
@@ -251,6 +272,11 @@ bool open_file() {
   h.monotonic_raw_ns = g_start_monotonic_raw_ns;
   h.parent_pid = g_parent_pid;
   gethostname(h.hostname, sizeof h.hostname - 1);
+  g_run_header = format::RunHeader{};
+  memcpy(g_run_header.run_id, g_config.run_id, sizeof g_run_header.run_id);
+  g_run_header.run_id[sizeof g_run_header.run_id - 1] = 0;
+  g_run_header.source = g_config.run_id_source;
+  g_run_header.crc = crc32c(&g_run_header, offsetof(format::RunHeader, crc));
   g_file_bytes = 0;
   g_header_pending = true;
   if (const int err = write_header()) {

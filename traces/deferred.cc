@@ -228,6 +228,7 @@ std::shared_ptr<const DeferredPlacement> build_placement(const std::string& path
 void PlacedReader::sync_meta(const TraceMeta& meta) {
   meta_.path = meta.path;
   meta_.header = meta.header;
+  meta_.run = meta.run;
   meta_.threads = meta.threads;
   meta_.drops = meta.drops;
   meta_.late_events = meta.late_events;

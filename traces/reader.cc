@@ -212,6 +212,20 @@ FileHeader read_header(const InputFile& file, const std::string& path) {
   return h;
 }
 
+// The RunHeader after the FileHeader, when header_bytes has room for it;
+// zeros (no run identity) in a file written before it existed.
+format::RunHeader read_run_header(const InputFile& file, const FileHeader& h, const std::string& path) {
+  format::RunHeader run{};
+  if (h.header_bytes < sizeof h + sizeof run) return run;
+  // Cut short before the run header was written: a trace without events,
+  // and without an identity.
+  if (file.read_at(sizeof h, &run, sizeof run) < sizeof run) return format::RunHeader{};
+  if (crc32c(&run, offsetof(format::RunHeader, crc)) != run.crc)
+    throw TraceError(path, sizeof h + offsetof(format::RunHeader, crc), "run header checksum mismatch");
+  run.run_id[sizeof run.run_id - 1] = 0;
+  return run;
+}
+
 // One chunk at an offset: its header and payload, checked. Failures say
 // whether the file merely ends (truncated) or the bytes are wrong (corrupt).
 struct Probe {
@@ -301,6 +315,7 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
   TraceMeta meta;
   meta.path = path;
   meta.header = read_header(file, path);
+  meta.run = read_run_header(file, meta.header, path);
   visitor.on_begin(meta);
 
   offset = meta.header.header_bytes;
@@ -369,6 +384,16 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
 }
 
 }  // namespace
+
+TraceMeta read_trace_headers(const std::string& path) {
+  InputFile file(path);
+  if (!file.ok()) throw TraceError(path, 0, file.error());
+  TraceMeta meta;
+  meta.path = path;
+  meta.header = read_header(file, path);
+  meta.run = read_run_header(file, meta.header, path);
+  return meta;
+}
 
 TraceError::TraceError(std::string path, uint64_t offset, const std::string& reason)
     : std::runtime_error(path + ": " + reason + at(offset)), path_(std::move(path)), offset_(offset) {}

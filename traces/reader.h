@@ -40,6 +40,7 @@ struct ThreadInfo {
 struct TraceMeta {
   std::string path;
   format::FileHeader header{};
+  format::RunHeader run{};  // zeros (no run identity) in files written before it
   std::vector<std::string> strings{""};  // indexed by StringId; 0 is ""
   std::vector<ThreadInfo> threads;       // indexed by thread index (gaps have empty names)
   std::array<uint64_t, format::kDropReasonCount> drops{};
@@ -94,6 +95,9 @@ struct LoadedTrace {
   std::vector<Event> events;
 };
 LoadedTrace load_trace(const std::string& path);
+// Only the headers (FileHeader, RunHeader) in meta, nothing else read; throws
+// TraceError as read_trace does for a file that is not a trace.
+TraceMeta read_trace_headers(const std::string& path);
 
 const char* event_kind_name(EventKind kind);
 const char* memory_kind_name(MemoryKind kind);

@@ -28,7 +28,8 @@ format::FileHeader make_file_header(const TraceWriterOptions& options) {
   std::memcpy(h.magic, format::kMagic, sizeof h.magic);
   h.version = format::kVersion;
   h.min_reader_version = format::kMinReaderVersion;
-  h.header_bytes = sizeof h;
+  const bool run = options.run_id_source != format::RunIdSource::kNone;
+  h.header_bytes = sizeof h + (run ? sizeof(format::RunHeader) : 0);
   h.pid = options.pid;
   h.rank = options.rank;
   h.local_rank = options.local_rank;
@@ -42,6 +43,14 @@ format::FileHeader make_file_header(const TraceWriterOptions& options) {
   return h;
 }
 
+format::RunHeader make_run_header(const TraceWriterOptions& options) {
+  format::RunHeader r{};
+  std::memcpy(r.run_id, options.run_id.data(), std::min(options.run_id.size(), sizeof r.run_id - 1));
+  r.source = static_cast<uint32_t>(options.run_id_source);
+  r.crc = crc32c(&r, offsetof(format::RunHeader, crc));
+  return r;
+}
+
 TraceWriter::TraceWriter(const std::string& path, const TraceWriterOptions& options)
     : path_(path),
       buffer_(std::max<size_t>(options.chunk_bytes, 4096) + sizeof(format::ChunkHeader)),
@@ -51,6 +60,10 @@ TraceWriter::TraceWriter(const std::string& path, const TraceWriterOptions& opti
   if (fd_ < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
   format::FileHeader h = make_file_header(options);
   write_all(fd_, &h, sizeof h, path_);
+  if (h.header_bytes > sizeof h) {
+    const format::RunHeader run = make_run_header(options);
+    write_all(fd_, &run, sizeof run, path_);
+  }
   encoder_.begin();
   if (!options.command.empty()) {
     ensure_room(options.command.size() + 32);

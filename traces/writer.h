@@ -26,6 +26,8 @@ struct TraceWriterOptions {
   uint64_t monotonic_ns = 0;
   uint64_t monotonic_raw_ns = 0;  // 0: unknown
   std::string command;
+  std::string run_id;  // format::RunHeader, written only when the source is not kNone
+  format::RunIdSource run_id_source = format::RunIdSource::kNone;
   size_t chunk_bytes = 1u << 20;
 };
 
@@ -63,7 +65,11 @@ class TraceWriter {
   bool closed_ = false;
 };
 
-// Fills a FileHeader (magic, version, CRC) from the options.
+// Fills a FileHeader (magic, version, CRC) from the options; header_bytes
+// counts the RunHeader that follows it when the options name a run (without
+// one the file has the layout from before RunHeader, which is still valid).
 format::FileHeader make_file_header(const TraceWriterOptions& options);
+// The RunHeader written right after it (run id cut to fit, CRC).
+format::RunHeader make_run_header(const TraceWriterOptions& options);
 
 }  // namespace psc

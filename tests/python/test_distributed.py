@@ -32,7 +32,7 @@ PRELOAD = os.path.join(REPO, "build", "libpeakscope_preload.so")
 LAUNCHER = os.path.join(REPO, "tools", "workloads", "launch_ranks.py")
 WORKLOAD = os.path.join(REPO, "tools", "workloads", "ddp_lora.py")
 BUILT = os.access(CLI, os.X_OK) and os.path.exists(PRELOAD)
-RANK_TRACE = re.compile(r"^run\.r(\d+)\.p(\d+)\.pstrace$")
+RANK_TRACE = re.compile(r"^run\.r(\d+)\.[A-Za-z0-9_-]+\.p(\d+)\.pstrace$")
 SKEW = 0.5
 
 
@@ -137,8 +137,12 @@ class RecordedRanks:
             if match:
                 self.pids.setdefault(int(match.group(1)), []).append(int(match.group(2)))
         self.names = sorted(os.listdir(self.directory.name))
-        self.reports = {rank: self.report(os.path.join(self.directory.name, f"run.r{rank}.p{pids[0]}.pstrace"))
-                        for rank, pids in self.pids.items()}
+        self.paths = {}  # rank -> its trace's path
+        for name in self.names:
+            match = RANK_TRACE.match(name)
+            if match:
+                self.paths.setdefault(int(match.group(1)), os.path.join(self.directory.name, name))
+        self.reports = {rank: self.report(path) for rank, path in self.paths.items()}
 
     @staticmethod
     def report(path):
@@ -242,7 +246,7 @@ class TwoRanksTest(unittest.TestCase):
 
     def test_calibrate_and_check_read_the_run_folder_as_every_ranks_trace(self):
         folder = self.run_.directory.name
-        ranks = [os.path.join(folder, f"run.r{r}.p{self.run_.pids[r][0]}.pstrace") for r in range(2)]
+        ranks = [self.run_.paths[r] for r in range(2)]
         calibrations = []
         for name, inputs in (("folder", [folder]), ("list", ranks)):
             out = os.path.join(folder, f"cal-{name}.json")

@@ -138,6 +138,30 @@ std::vector<std::string> expand_trace_folders(const std::vector<std::string>& in
   return traces;
 }
 
+Run choose_run(const std::vector<std::string>& traces, const std::string& wanted) {
+  std::vector<Run> runs = group_runs(traces);
+  const auto label = [](const Run& r) {
+    std::string names;
+    for (size_t i = 0; i < r.members.size() && i < 4; ++i)
+      names += (i ? ", " : "") + std::filesystem::path(r.members[i].path).filename().string();
+    if (r.members.size() > 4) names += fmt::format(", ... ({} more)", r.members.size() - 4);
+    return fmt::format("  {} ({}): {} trace{}: {}", r.id.empty() ? "(no run id)" : "'" + r.id + "'",
+                       r.id_source.empty() ? "unnamed" : r.id_source, r.members.size(),
+                       r.members.size() == 1 ? "" : "s", names);
+  };
+  std::string listing;
+  for (const Run& r : runs) listing += "\n" + label(r);
+  if (!wanted.empty()) {
+    for (Run& r : runs)
+      if (r.id == wanted) return std::move(r);
+    throw UsageError("no run '" + wanted + "' among the traces; they are of:" + listing);
+  }
+  if (runs.size() > 1)
+    throw UsageError(fmt::format("the traces are of {} runs; choose one with --run ID or pass one run's traces:{}",
+                                 runs.size(), listing));
+  return std::move(runs.front());
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "traces/run.h"
+
 namespace psc::cli {
 
 class ArgParser {
@@ -91,5 +93,10 @@ std::vector<std::string> split_list(const std::string& text);
 // (the files `record` wrote for a run: one per rank). *had_folder tells
 // whether there was one. UsageError for a folder without traces.
 std::vector<std::string> expand_trace_folders(const std::vector<std::string>& inputs, bool* had_folder = nullptr);
+
+// The one run the traces form (traces/run.h), or with `wanted` the run of that
+// id. UsageError when they form several and none is wanted, listing each run
+// with its traces, or when none has the id wanted.
+Run choose_run(const std::vector<std::string>& traces, const std::string& wanted);
 
 }  // namespace psc::cli

@@ -1,4 +1,4 @@
-// peakscope report TRACE... | DIR [--json] [--top N] [--timeline N]
+// peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]
 //
 // Peak, where it was reached, what is live at it by category, layer and range,
 // and each wave's baseline and peak. Several traces, or a folder of them (the
@@ -27,12 +27,14 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope report TRACE... | DIR [--json] [--top N] [--timeline N]";
+constexpr const char* kUsage =
+    "usage: peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]";
 
 struct ReportOptions {
   std::vector<std::string> inputs;
   std::vector<std::string> traces;  // the inputs, folders expanded to their .pstrace files
   bool run = false;                 // several traces, or a folder: a run
+  std::string run_id;               // --run: which run, when the traces are of several
   bool json = false;
   size_t top = 20;
   size_t timeline_points = 100;
@@ -42,6 +44,7 @@ struct ReportOptions {
 [[nodiscard]] bool parse(int argc, char** argv, ReportOptions& o) {
   ArgParser args(kUsage);
   args.flag({"--json"}, &o.json);
+  args.option({"--run"}, &o.run_id);
   args.option({"--top"}, [&](const std::string& name, const std::string& value) {
     o.top = static_cast<size_t>(parse_count(name, value));
   });
@@ -89,6 +92,13 @@ int cmd_report(int argc, char** argv) {
   AnalysisOptions analysis_options;
   analysis_options.timeline_points = o.timeline_points;
   // The categories decided from whole waves (first_execution) included.
+  Run grouped;
+  if (o.run || !o.run_id.empty()) {
+    grouped = choose_run(o.traces, o.run_id);
+    o.traces.clear();
+    for (const RunMember& m : grouped.members) o.traces.push_back(m.path);
+    o.run = true;
+  }
   std::vector<Analysis> analyses;
   for (size_t i = 0; i < o.traces.size(); ++i) {
     if (o.run && isatty(STDERR_FILENO))
@@ -101,7 +111,7 @@ int cmd_report(int argc, char** argv) {
     const Analysis& analysis = analyses.front();
     write_out(o.json ? json_text(analysis_to_json(analysis)) : render_analysis_text(analysis, text_options));
   } else {
-    const RunReport run = make_run_report(analyses);
+    const RunReport run = make_run_report(analyses, &grouped);
     write_out(o.json ? json_text(run_to_json(run)) : render_run_text(run, text_options));
   }
   for (const Analysis& a : analyses) warn_if_incomplete(a);
