@@ -102,7 +102,8 @@ char* append_host(char* out) {
   size_t n = 0;
   for (const char* h = host; *h && *h != '.' && n < 32; ++h, ++n) {
     const char c = *h;
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     *out++ = plain ? c : '_';
   }
   if (n == 0) out = append(out, "host");

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -221,22 +222,33 @@ int finish(const Child& c) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The host part of a child's trace name: the host name up to its first dot,
+// other characters than letters, digits, '-' and '_' as '_'.
+std::string host_part() {
+  char host[65] = {};
+  gethostname(host, sizeof host - 1);
+  std::string part;
+  for (const char* h = host; *h && *h != '.' && part.size() < 32; ++h)
+    part += (std::isalnum(static_cast<unsigned char>(*h)) || *h == '-' || *h == '_') ? *h : '_';
+  return part.empty() ? "host" : part;
+}
+
 TEST(RecorderPaths, APlantedSymlinkIsNeitherFollowedNorTruncated) {
   for (bool primary : {false, true}) {
-    SCOPED_TRACE(primary ? "at PEAKSCOPE_OUTPUT" : "at the child's <stem>.p<PID>.pstrace");
+    SCOPED_TRACE(primary ? "at PEAKSCOPE_OUTPUT" : "at the child's <stem>.<host>.p<PID>.pstrace");
     Scratch s;
     const std::string victim = s.path("victim");
     std::ofstream(victim) << "precious";
     const char* args[] = {"peak", "4", "100000", nullptr};
     Child c = start_waiting(s.path("t.pstrace"), args, primary);
     ASSERT_GT(c.pid, 0);
-    const std::string planted = primary ? s.path("t.pstrace") : s.path("t.p" + std::to_string(c.pid) + ".pstrace");
+    const std::string child = "t." + host_part() + ".p" + std::to_string(c.pid);
+    const std::string planted = primary ? s.path("t.pstrace") : s.path(child + ".pstrace");
     ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
     ASSERT_EQ(finish(c), 0);
     EXPECT_EQ(slurp(victim), "precious");
     EXPECT_TRUE(fs::is_symlink(planted));
-    const std::string written =
-        primary ? s.path("t.e1.pstrace") : s.path("t.p" + std::to_string(c.pid) + ".e1.pstrace");
+    const std::string written = primary ? s.path("t.e1.pstrace") : s.path(child + ".e1.pstrace");
     LoadedTrace t = load_trace(written);
     EXPECT_EQ(t.events.size(), 8u);
     struct stat st {};

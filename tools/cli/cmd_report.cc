@@ -27,8 +27,7 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]";
+constexpr const char* kUsage = "usage: peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]";
 
 struct ReportOptions {
   std::vector<std::string> inputs;
