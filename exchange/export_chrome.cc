@@ -32,15 +32,35 @@ constexpr uint32_t kMaxLane = (1u << 20) - 1;
 
 std::string device_label(int16_t device) { return device < 0 ? "host" : fmt::format("device {}", device); }
 
+// What the writers of one file share: the comma between records, the size
+// warning given once.
+struct ChromeFile {
+  OutputFile& out;
+  bool first = true;
+  bool warned = false;
+};
+
 class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
  public:
-  ChromeWriter(const ExportModel& model, OutputFile& out, const ExportOptions& options)
+  ChromeWriter(const ExportModel& model, ChromeFile& file, const ExportOptions& options,
+               const ProcessPlacement& place = {})
       : BoundedVisitor(model.analysis.trace.status.events),
         model_(model),
-        out_(out),
+        file_(file),
+        out_(file.out),
         warn_(options.warn),
         warn_bytes_(options.chrome_warn_bytes),
+        place_(place),
         replay_(model, this) {}
+
+  // The file's opening, up to the array of events: "otherData" describes the
+  // trace, or with `run` the run.
+  static void open(ChromeFile& file, const std::string& other_data) {
+    file.out.write("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"peakscope export --format chrome\",");
+    file.out.write(other_data);
+    file.out.write("},\n\"traceEvents\":[\n");
+  }
+  static void close(ChromeFile& file) { file.out.write("\n]}\n"); }
 
   void on_event(const Event& e, const TraceMeta& meta) override {
     meta_ = &meta;
@@ -51,14 +71,18 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
   void begin(const TraceMeta& meta) {
     // Not in on_begin: the command line arrives with the first chunk.
     begun_ = true;
-    pid_ = meta.header.pid ? meta.header.pid : 1;
-    out_.write("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"peakscope export --format chrome\",");
-    out_.write(fmt::format("\"trace\":{},\"level\":\"{}\",\"peak_bytes\":{}}},\n\"traceEvents\":[\n",
-                           json_quote(std::filesystem::path(model_.trace).filename().string()),
-                           memory_level_name(model_.level), model_.analysis.peak.bytes));
+    pid_ = place_.in_run ? place_.pid : (meta.header.pid ? meta.header.pid : 1);
+    if (!place_.in_run)
+      open(file_, fmt::format("\"trace\":{},\"level\":\"{}\",\"peak_bytes\":{}",
+                              json_quote(std::filesystem::path(model_.trace).filename().string()),
+                              memory_level_name(model_.level), model_.analysis.peak.bytes));
     std::string name = meta.command.empty() ? "peakscope trace" : meta.command;
+    if (place_.in_run) name = place_.name + ": " + name;
     record(
         fmt::format(R"J({{"ph":"M","name":"process_name","pid":{},"args":{{"name":{}}}}})J", pid_, json_quote(name)));
+    if (place_.in_run)
+      record(fmt::format(R"J({{"ph":"M","name":"process_sort_index","pid":{},"args":{{"sort_index":{}}}}})J", pid_,
+                         place_.index));
   }
 
   void event(const Event& e, const TraceMeta& meta) {
@@ -68,35 +92,35 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
         thread(e.thread);
         ++depth_[e.thread];
         record(fmt::format(R"J({{"ph":"B","name":{},"pid":{},"tid":{},"ts":{}}})J", name(e.name), pid_, e.thread,
-                           micros(e.time_ns)));
+                           micros(t(e.time_ns))));
         break;
       case EventKind::kRangePop:
         thread(e.thread);
         if (depth_[e.thread] == 0) break;
         --depth_[e.thread];
-        record(fmt::format(R"J({{"ph":"E","pid":{},"tid":{},"ts":{}}})J", pid_, e.thread, micros(e.time_ns)));
+        record(fmt::format(R"J({{"ph":"E","pid":{},"tid":{},"ts":{}}})J", pid_, e.thread, micros(t(e.time_ns))));
         break;
       case EventKind::kMark:
         thread(e.thread);
         record(fmt::format(R"J({{"ph":"i","s":"t","name":{},"pid":{},"tid":{},"ts":{}{}}})J", name(e.name), pid_,
-                           e.thread, micros(e.time_ns), payload_args(e.payload)));
+                           e.thread, micros(t(e.time_ns)), payload_args(e.payload)));
         break;
       case EventKind::kRangeStart:
         if (open_ranges_.emplace(e.address, e.name.value).second)
           record(fmt::format(R"J({{"ph":"b","cat":"range","id":"0x{:x}","name":{},"pid":{},"tid":{},"ts":{}{}}})J",
-                             e.address, name(e.name), pid_, e.thread, micros(e.time_ns), payload_args(e.payload)));
+                             e.address, name(e.name), pid_, e.thread, micros(t(e.time_ns)), payload_args(e.payload)));
         break;
       case EventKind::kRangeEnd: {
         auto it = open_ranges_.find(e.address);
         if (it == open_ranges_.end()) break;
         record(fmt::format(R"J({{"ph":"e","cat":"range","id":"0x{:x}","name":{},"pid":{},"tid":{},"ts":{}}})J",
-                           e.address, name(StringId{it->second}), pid_, e.thread, micros(e.time_ns)));
+                           e.address, name(StringId{it->second}), pid_, e.thread, micros(t(e.time_ns))));
         open_ranges_.erase(it);
         break;
       }
       case EventKind::kCounter:
         record(fmt::format(R"J({{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{}}}}})J", name(e.name), pid_,
-                           micros(e.time_ns), e.bytes));
+                           micros(t(e.time_ns)), e.bytes));
         break;
       case EventKind::kAlloc:
       case EventKind::kFree:
@@ -118,16 +142,20 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
     peaks();
     for (uint32_t t = 0; t < thread_named_.size(); ++t)
       if (thread_named_[t] && thread_label(t) != thread_names_[t]) name_thread(t);
-    out_.write("\n]}\n");
+    if (!place_.in_run) close(file_);
   }
 
  private:
+  // A trace's time in the file: its own MONOTONIC, or in a run nanoseconds
+  // from the run's origin.
+  uint64_t t(uint64_t time_ns) const { return place_.in_run ? place_.placed(time_ns) : time_ns; }
+
   void record(const std::string& json) {
-    if (!first_) out_.write(",\n");
-    first_ = false;
+    if (!file_.first) out_.write(",\n");
+    file_.first = false;
     out_.write(json);
-    if (!warned_ && out_.bytes_written() > warn_bytes_) {
-      warned_ = true;
+    if (!file_.warned && out_.bytes_written() > warn_bytes_) {
+      file_.warned = true;
       emit_warning(warn_,
                    out_.path() +
                        fmt::format(": the Chrome JSON output passed {}; JSON viewers", format_bytes(warn_bytes_)) +
@@ -180,8 +208,8 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
     const uint64_t dur = end_ns > a.time_ns ? end_ns - a.time_ns : 0;
     record(fmt::format(
         R"J({{"ph":"X","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"bytes":{},"address":"0x{:x}","range":{},"thread":{}{}}}}})J",
-        category_name(a.category), pid_, lane_tid(a.device, a.lane), micros(a.time_ns), micros(dur), a.bytes, a.address,
-        name(a.range), a.thread, still_live ? ",\"still_live\":true" : ""));
+        category_name(a.category), pid_, lane_tid(a.device, a.lane), micros(t(a.time_ns)), micros(dur), a.bytes,
+        a.address, name(a.range), a.thread, still_live ? ",\"still_live\":true" : ""));
   }
 
   void counters(int16_t device, uint64_t time_ns) {
@@ -190,7 +218,7 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
     for (int c = 0; c < kCategoryCount; ++c)
       args += fmt::format("{}\"{}\":{}", c ? "," : "", category_name(static_cast<Category>(c)), live[c]);
     record(fmt::format(R"J({{"ph":"C","name":"live bytes ({}, {})","pid":{},"ts":{},"args":{{{}}}}})J",
-                       memory_level_name(model_.level), device_label(device), pid_, micros(time_ns), args));
+                       memory_level_name(model_.level), device_label(device), pid_, micros(t(time_ns)), args));
   }
 
   void other_level(const Event& e) {
@@ -202,19 +230,20 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
     const MemoryLevel other =
         model_.level == MemoryLevel::kAllocated ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
     record(fmt::format(R"J({{"ph":"C","name":"live bytes ({}, {})","pid":{},"ts":{},"args":{{"total":{}}}}})J",
-                       memory_level_name(other), device_label(e.device), pid_, micros(e.time_ns), other_live_[slot]));
+                       memory_level_name(other), device_label(e.device), pid_, micros(t(e.time_ns)),
+                       other_live_[slot]));
   }
 
   void peaks() {
     const Analysis& a = model_.analysis;
     if (a.peak.site.reached)
       record(fmt::format(R"J({{"ph":"i","s":"g","name":"peak: {}","pid":{},"tid":0,"ts":{},"args":{{"bytes":{}}}}})J",
-                         format_bytes(a.peak.bytes), pid_, micros(a.peak.site.time_ns), a.peak.bytes));
+                         format_bytes(a.peak.bytes), pid_, micros(t(a.peak.site.time_ns)), a.peak.bytes));
     for (const WaveReport& w : a.waves) {
-      const uint64_t t = w.peak.site.reached ? w.peak.site.time_ns : w.span.begin_time_ns;
+      const uint64_t at = w.peak.site.reached ? w.peak.site.time_ns : w.span.begin_time_ns;
       record(fmt::format(
           R"J({{"ph":"i","s":"g","name":"wave {} peak: {}","pid":{},"tid":0,"ts":{},"args":{{"bytes":{},"baseline_bytes":{},"measured_peak_bytes":{}}}}})J",
-          w.span.index, format_bytes(w.peak.bytes), pid_, micros(t), w.peak.bytes, w.baseline_bytes,
+          w.span.index, format_bytes(w.peak.bytes), pid_, micros(t(at)), w.peak.bytes, w.baseline_bytes,
           w.measured_peak_bytes()));
     }
   }
@@ -226,15 +255,15 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   const ExportModel& model_;
+  ChromeFile& file_;
   OutputFile& out_;
   const WarningSink& warn_;
   uint64_t warn_bytes_;
+  ProcessPlacement place_;
   ExportReplay replay_;
   const TraceMeta* meta_ = nullptr;
   uint32_t pid_ = 1;
-  bool first_ = true;
   bool begun_ = false;
-  bool warned_ = false;
   uint64_t last_time_ = 0;
   std::vector<bool> thread_named_;
   std::vector<std::string> thread_names_;
@@ -255,8 +284,32 @@ class ChromeExporter : public Exporter {
     const ExportModel model = build_export_model(options.trace);
     warn_if_incomplete(model, options.warn);
     OutputFile out(options.output);
-    ChromeWriter writer(model, out, options);
+    ChromeFile file{out};
+    ChromeWriter writer(model, file, options);
     read_placed(options.trace, model.analysis.placement.get(), writer);
+    out.commit();
+  }
+  bool writes_runs() const override { return true; }
+  // A process per member, in the run's order; ts counts from the run's
+  // origin (the earliest member's start) on CLOCK_REALTIME.
+  void write_run(const Run& run, const ExportOptions& options) const override {
+    const std::vector<ProcessPlacement> places = place_run(run);
+    OutputFile out(options.output);
+    ChromeFile file{out};
+    std::string members;
+    for (size_t i = 0; i < run.members.size(); ++i)
+      members += fmt::format("{}{{\"trace\":{},\"process\":{},\"pid\":{}}}", i ? "," : "",
+                             json_quote(std::filesystem::path(run.members[i].path).filename().string()),
+                             json_quote(places[i].name), places[i].pid);
+    ChromeWriter::open(file, fmt::format("\"run\":{},\"origin_realtime_ns\":{},\"members\":[{}]", json_quote(run.id),
+                                         places.empty() ? 0 : places[0].origin_realtime_ns, members));
+    for (size_t i = 0; i < run.members.size(); ++i) {
+      const ExportModel model = build_export_model(run.members[i].path);
+      warn_if_incomplete(model, options.warn);
+      ChromeWriter writer(model, file, options, places[i]);
+      read_placed(run.members[i].path, model.analysis.placement.get(), writer);
+    }
+    ChromeWriter::close(file);
     out.commit();
   }
 };

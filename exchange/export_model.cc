@@ -357,6 +357,27 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
   }
 }
 
+std::vector<ProcessPlacement> place_run(const Run& run) {
+  const RunClock clock = run_clock(run);
+  std::vector<ProcessPlacement> places;
+  std::unordered_map<uint32_t, std::string> pid_host;  // pids taken, by the host that has them
+  for (size_t i = 0; i < run.members.size(); ++i) {
+    const RunMember& m = run.members[i];
+    ProcessPlacement p;
+    p.in_run = true;
+    p.index = i;
+    p.time_offset_ns = clock.offset(m.header);
+    p.origin_realtime_ns = clock.origin_realtime_ns;
+    const std::string host = host_of(m.header);
+    p.host_index = static_cast<uint32_t>(std::find(run.hosts.begin(), run.hosts.end(), host) - run.hosts.begin());
+    p.pid = m.header.pid ? m.header.pid : 1;
+    if (auto [it, fresh] = pid_host.emplace(p.pid, host); !fresh) p.pid = 0x40000000u + static_cast<uint32_t>(i);
+    p.name = member_label(m);
+    places.push_back(std::move(p));
+  }
+  return places;
+}
+
 void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn) {
   const ReadStatus& status = model.analysis.trace.status;
   if (status.complete()) return;

@@ -30,6 +30,7 @@
 #include "common/bytes.h"
 #include "traces/device_address.h"
 #include "traces/reader.h"
+#include "traces/run.h"
 
 namespace psc {
 
@@ -219,6 +220,32 @@ class BoundedVisitor : public TraceVisitor {
   uint64_t limit_;
   uint64_t seen_ = 0;
 };
+
+// Where one trace goes in the export of a run (Exporter::write_run): its
+// process and its place on the run's clock. The default is a single trace's
+// export: its own pid, command line and clock.
+struct ProcessPlacement {
+  bool in_run = false;
+  size_t index = 0;  // the member's index in the run: sequence ids, track uuids
+  // Added to the trace's CLOCK_MONOTONIC times: nanoseconds from the run's
+  // origin (RunClock), by the header's realtime/monotonic pair.
+  int64_t time_offset_ns = 0;
+  uint64_t origin_realtime_ns = 0;  // CLOCK_REALTIME of the run's origin
+  // The pid to write: the trace's own, or, when an earlier member on another
+  // host has the same pid, one made up above any real one.
+  uint32_t pid = 0;
+  uint32_t host_index = 0;  // which of the run's hosts (Run::hosts)
+  std::string name;         // "rank 3 (host, pid 1234)"
+  // The trace's CLOCK_MONOTONIC time on the run's clock, in nanoseconds
+  // from the origin (0 for a time before it).
+  uint64_t placed(uint64_t time_ns) const {
+    const int64_t t = static_cast<int64_t>(time_ns) + time_offset_ns;
+    return t > 0 ? static_cast<uint64_t>(t) : 0;
+  }
+};
+
+// One placement per member of the run, in the run's order.
+std::vector<ProcessPlacement> place_run(const Run& run);
 
 // Warns that a truncated or corrupt trace was exported up to its damage (the
 // same events `report` reads; a killed process leaves such a file).

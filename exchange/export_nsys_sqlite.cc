@@ -44,12 +44,31 @@ std::string utc_text(uint64_t epoch_ns) {
   return fmt::format("{}.{:09}Z", buf, epoch_ns % 1'000'000'000);
 }
 
+// Times count from the session start, as in Nsight's exports, where
+// startTime is the analysis' start on the report's own timeline.
+void analysis_details(sqlite::Db& db, int64_t end) {
+  sqlite::Statement s(db, "INSERT INTO ANALYSIS_DETAILS VALUES (?,?,0,?)");
+  s.bind(1, nsys::global_vid());
+  s.bind(2, end);
+  s.bind(3, end);
+  s.run();
+}
+
+// What the writers of one file share: StringIds and correlation ids are the
+// file's, whichever process a row is of.
+struct NsysFile {
+  std::unordered_map<std::string, int64_t> strings;
+  int64_t correlation = 0;
+};
+
 class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
  public:
-  NsysWriter(const ExportModel& model, sqlite::Db& db)
+  NsysWriter(const ExportModel& model, sqlite::Db& db, NsysFile& file, const ProcessPlacement& place = {})
       : BoundedVisitor(model.analysis.trace.status.events),
         model_(model),
         db_(db),
+        file_(file),
+        place_(place),
         replay_(model, this),
         memory_(db,
                 "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, address, pc, "
@@ -71,6 +90,22 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
     session_start_ = std::min(h.monotonic_ns, first);
     utc_epoch_ns_ = h.realtime_ns - (h.monotonic_ns - session_start_);
     pid_ = h.pid;
+    if (place.in_run) {
+      // The run's session starts at its origin; a member's times count from
+      // there (ProcessPlacement::placed), so its session start on its own
+      // clock is the origin less its offset, which may lie before its zero:
+      // kept modulo 2^64, as an import adds it back.
+      session_start_ = static_cast<uint64_t>(-place.time_offset_ns);
+      utc_epoch_ns_ = place.origin_realtime_ns;
+      // Nsight's process ids have 24 bits: a made-up one above any real one
+      // for a pid that is taken or does not fit.
+      pid_ = place.pid <= 0xFFFFFF ? place.pid : 0xF00000u + static_cast<uint32_t>(place.index);
+    }
+  }
+
+  int64_t end_time() const {
+    return std::max(last_time_,
+                    model_.analysis.trace.status.events ? at(model_.analysis.trace.last_time_ns) : int64_t{0});
   }
 
   void on_event(const Event& e, const TraceMeta& meta) override {
@@ -140,6 +175,7 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   int64_t at(uint64_t time_ns) const {
+    if (place_.in_run) return static_cast<int64_t>(place_.placed(time_ns));
     return time_ns >= session_start_ ? static_cast<int64_t>(time_ns - session_start_) : 0;
   }
 
@@ -158,10 +194,10 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
   }
 
   int64_t string_id(std::string_view s) {
-    auto it = strings_.find(std::string(s));
-    if (it != strings_.end()) return it->second;
-    const int64_t id = static_cast<int64_t>(strings_.size()) + 1;
-    strings_.emplace(std::string(s), id);
+    auto it = file_.strings.find(std::string(s));
+    if (it != file_.strings.end()) return it->second;
+    const int64_t id = static_cast<int64_t>(file_.strings.size()) + 1;
+    file_.strings.emplace(std::string(s), id);
     string_.bind(1, id);
     string_.bind(2, s);
     string_.run();
@@ -221,7 +257,7 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
       order("PEAKSCOPE_HOST_MEMORY_EVENTS", std::nullopt);
       return;
     }
-    const int64_t correlation = ++correlation_;
+    const int64_t correlation = ++file_.correlation;
     runtime_.bind(1, t);
     runtime_.bind(2, t);
     runtime_.bind(3, int64_t{nsys::is_driver_api(api) ? nsys::kClassCudaDriver : nsys::kClassCudaRuntime});
@@ -257,7 +293,8 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
 
   void metadata(const TraceMeta& meta) {
     const format::FileHeader& h = meta.header;
-    {
+    const bool first_member = place_.index == 0;
+    if (first_member) {
       sqlite::Statement s(db_, "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?,?,?)");
       s.bind(1, static_cast<int64_t>(utc_epoch_ns_));
       const std::string utc = utc_text(utc_epoch_ns_);
@@ -269,7 +306,7 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
       sqlite::Statement s(db_, "INSERT INTO PROCESSES VALUES (?,?,?)");
       s.bind(1, nsys::global_pid(pid_));
       s.bind(2, int64_t{pid_});
-      s.bind(3, meta.command);
+      s.bind(3, place_.in_run ? place_.name + ": " + meta.command : meta.command);
       s.run();
     }
     {
@@ -285,6 +322,7 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
     // Both names of the export's metadata table: META_DATA_EXPORT (2024.6),
     // EXPORT_META_DATA (2022.4, where `nsys stats` looks).
     for (const char* table : {"META_DATA_EXPORT", "EXPORT_META_DATA"}) {
+      if (!first_member) break;
       sqlite::Statement s(db_, fmt::format("INSERT INTO {} VALUES (?,?)", table));
       for (const auto& [k, v] : {std::pair<const char*, std::string>{"EXPORT_PRODUCT_NAME", "peakscope"},
                                  {"EXPORT_PRODUCT_VERSION", "peakscope"},
@@ -294,18 +332,11 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
         s.run();
       }
     }
-    {
-      // Times count from the session start, as in Nsight's exports, where
-      // startTime is the analysis' start on the report's own timeline.
-      const int64_t end = std::max(
-          last_time_, model_.analysis.trace.status.events ? at(model_.analysis.trace.last_time_ns) : int64_t{0});
-      sqlite::Statement s(db_, "INSERT INTO ANALYSIS_DETAILS VALUES (?,?,0,?)");
-      s.bind(1, nsys::global_vid());
-      s.bind(2, end);
-      s.bind(3, end);
-      s.run();
-    }
+    if (!place_.in_run) analysis_details(db_, end_time());  // a run's: once, after every member
     sqlite::Statement s(db_, "INSERT INTO PEAKSCOPE_INFO VALUES (?,?)");
+    // A run's members each have their keys under "process.<pid>.", which an
+    // import of that process reads as a single trace's.
+    const std::string prefix = place_.in_run ? fmt::format("process.{}.", pid_) : std::string();
     const std::pair<const char*, std::string> info[] = {
         {"generator", "peakscope export --format nsys-sqlite"},
         {"trace", std::filesystem::path(model_.trace).filename().string()},
@@ -319,8 +350,13 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
         {"command", meta.command},
     };
     for (const auto& [k, v] : info) {
-      s.bind(1, std::string_view(k));
+      s.bind(1, prefix + k);
       s.bind(2, v);
+      s.run();
+    }
+    if (place_.in_run) {
+      s.bind(1, prefix + "process");
+      s.bind(2, place_.name);
       s.run();
     }
     // Each thread's index in this trace, for an import to give it back.
@@ -334,19 +370,19 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
 
   const ExportModel& model_;
   sqlite::Db& db_;
+  NsysFile& file_;
+  ProcessPlacement place_;
   ExportReplay replay_;
   sqlite::Statement memory_, runtime_, nvtx_, host_, order_, string_;
   const TraceMeta* meta_ = nullptr;
   uint64_t session_start_ = 0;
   uint64_t utc_epoch_ns_ = 0;
   uint32_t pid_ = 0;
-  int64_t correlation_ = 0;
   int64_t pending_order_ = 0;
   int64_t last_time_ = 0;
   std::vector<std::vector<Open>> stacks_;
   std::unordered_map<uint64_t, StartOpen> starts_;
   std::vector<uint32_t> tids_;
-  std::unordered_map<std::string, int64_t> strings_;
   std::unordered_map<uint64_t, int64_t> streams_;
 };
 
@@ -356,14 +392,21 @@ class NsysSqliteExporter : public Exporter {
   std::string_view description() const override {
     return "SQLite in the schema of `nsys export --type sqlite` (memory events, NVTX, threads; Nsight's enum values)";
   }
-  void write(const ExportOptions& options) const override {
-    ExportModelOptions model_options;
-    model_options.categories = false;
-    const ExportModel model = build_export_model(options.trace, model_options);
-    warn_if_incomplete(model, options.warn);
-    if (model.analysis.trace.header.pid > 0xFFFFFF)
-      emit_warning(options.warn, fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
-                                             model.analysis.trace.header.pid));
+  void write(const ExportOptions& options) const override { write_members({{options.trace, {}}}, options); }
+  bool writes_runs() const override { return true; }
+  // A process per member, in the run's order; times count from the run's
+  // origin (the earliest member's start on CLOCK_REALTIME), which is the
+  // session start TARGET_INFO_SESSION_START_TIME gives.
+  void write_run(const Run& run, const ExportOptions& options) const override {
+    const std::vector<ProcessPlacement> places = place_run(run);
+    std::vector<std::pair<std::string, ProcessPlacement>> members;
+    for (size_t i = 0; i < run.members.size(); ++i) members.emplace_back(run.members[i].path, places[i]);
+    write_members(members, options);
+  }
+
+ private:
+  void write_members(const std::vector<std::pair<std::string, ProcessPlacement>>& members,
+                     const ExportOptions& options) const {
     // Written under a temporary name and renamed when complete, as every
     // export; a database cannot go to a device or a pipe.
     if (!replaceable_by_rename(options.output))
@@ -381,8 +424,21 @@ class NsysSqliteExporter : public Exporter {
       sqlite::Db db(partial, false);
       db.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;");
       db.exec(nsys::kSchema);
-      NsysWriter writer(model, db);
-      read_placed(options.trace, model.analysis.placement.get(), writer);
+      NsysFile file;
+      int64_t end = 0;
+      for (const auto& [trace, place] : members) {
+        ExportModelOptions model_options;
+        model_options.categories = false;
+        const ExportModel model = build_export_model(trace, model_options);
+        warn_if_incomplete(model, options.warn);
+        if (!place.in_run && model.analysis.trace.header.pid > 0xFFFFFF)
+          emit_warning(options.warn, fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
+                                                 model.analysis.trace.header.pid));
+        NsysWriter writer(model, db, file, place);
+        read_placed(trace, model.analysis.placement.get(), writer);
+        end = std::max(end, writer.end_time());
+      }
+      if (members.size() > 1 || members.front().second.in_run) analysis_details(db, end);
       db.exec("COMMIT;");
     }
     if (std::rename(partial.c_str(), options.output.c_str()) != 0)

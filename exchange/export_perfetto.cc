@@ -177,8 +177,21 @@ std::string device_label(int16_t device) { return device < 0 ? "host" : fmt::for
 
 class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
  public:
-  PerfettoWriter(const ExportModel& model, OutputFile& out)
-      : BoundedVisitor(model.analysis.trace.status.events), model_(model), bundles_(out), replay_(model, this) {
+  PerfettoWriter(const ExportModel& model, OutputFile& out, const ProcessPlacement& place = {})
+      : BoundedVisitor(model.analysis.trace.status.events),
+        model_(model),
+        place_(place),
+        sequence_(kSequence + static_cast<uint32_t>(place.index)),
+        bundles_(out),
+        replay_(model, this) {
+    // A run's members: uuids of their own, and each sequence's times on
+    // CLOCK_REALTIME (the run's clock: the member's monotonic time plus the
+    // offset its header's pair of readings gives).
+    next_uuid_ = 1 + (uint64_t{place.index} << 32);
+    if (place.in_run) {
+      shift_ns_ = place.time_offset_ns + static_cast<int64_t>(place.origin_realtime_ns);
+      absolute_clock_ = pf::clock::kRealtime;
+    }
     for (const WaveReport& w : model.analysis.waves) {
       PeakMark m;
       m.seq = w.peak.site.reached ? w.peak.site.seq : w.span.begin_seq;
@@ -246,23 +259,27 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   void write_preamble(const TraceMeta& meta) {
     preamble_written_ = true;
     proto::Buffer clocks, defaults, packet;
-    add_clock(clocks, pf::clock::kMonotonic, meta.header.monotonic_ns, false);
-    add_clock(clocks, pf::clock::kRealtime, meta.header.realtime_ns, false);
-    add_clock(clocks, kDeltaClock, meta.header.monotonic_ns, true);
-    clocks.varint(pf::clock_snapshot::kPrimaryTraceClock, pf::clock::kMonotonic);
+    const uint64_t start = placed(meta.header.monotonic_ns);
+    if (!place_.in_run) add_clock(clocks, pf::clock::kMonotonic, meta.header.monotonic_ns, false);
+    // In a run each member's times are already CLOCK_REALTIME: the snapshot
+    // says so, and names no MONOTONIC, whose zero differs between machines.
+    add_clock(clocks, pf::clock::kRealtime, place_.in_run ? start : meta.header.realtime_ns, false);
+    add_clock(clocks, kDeltaClock, start, true);
+    clocks.varint(pf::clock_snapshot::kPrimaryTraceClock, absolute_clock_);
     defaults.varint(pf::defaults::kTimestampClockId, kDeltaClock);
-    packet.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet.varint(pf::packet::kTrustedSequenceId, sequence_);
     packet.varint(pf::packet::kSequenceFlags, pf::packet::kIncrementalStateCleared);
     packet.message(pf::packet::kDefaults, defaults);
     packet.message(pf::packet::kClockSnapshot, clocks);
     emit(packet);
-    clock_ns_ = meta.header.monotonic_ns;  // the delta clock's first value
+    clock_ns_ = start;  // the delta clock's first value
 
     proto::Buffer process, track;
     process_uuid_ = new_uuid();
     process.varint(pf::process::kPid, pid());
     std::string name = meta.command.empty() ? "peakscope trace" : meta.command;
     if (name.size() > 200) name = name.substr(0, 200) + "...";
+    if (place_.in_run) name = place_.name + ": " + name;
     process.string(pf::process::kName, name);
     track.varint(pf::track::kUuid, process_uuid_);
     track.message(pf::track::kProcess, process);
@@ -282,7 +299,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
 
   void emit_descriptor(const proto::Buffer& track) {
     packet_.clear();
-    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kTrustedSequenceId, sequence_);
     packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
     packet_.message(pf::packet::kTrackDescriptor, track);
     emit(packet_);
@@ -290,16 +307,17 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
 
   // A TrackEvent packet: event_ holds the TrackEvent, interned_ what it names
   // for the first time.
-  void emit_event(uint64_t time_ns) {
+  void emit_event(uint64_t trace_time_ns) {
     packet_.clear();
+    const uint64_t time_ns = placed(trace_time_ns);
     if (time_ns >= clock_ns_) {
       packet_.varint(pf::packet::kTimestamp, time_ns - clock_ns_);
       clock_ns_ = time_ns;
     } else {  // before the last packet: a delta clock cannot go back
       packet_.varint(pf::packet::kTimestamp, time_ns);
-      packet_.varint(pf::packet::kTimestampClockId, pf::clock::kMonotonic);
+      packet_.varint(pf::packet::kTimestampClockId, absolute_clock_);
     }
-    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kTrustedSequenceId, sequence_);
     packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
     packet_.message(pf::packet::kTrackEvent, event_);
     if (!interned_.empty()) {
@@ -358,7 +376,16 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   // ---- tracks -----------------------------------------------------------------
 
   uint64_t new_uuid() { return next_uuid_++; }
-  uint32_t pid() const { return meta_->header.pid ? meta_->header.pid : 1; }
+  uint32_t pid() const {
+    if (place_.in_run) return place_.pid;
+    return meta_->header.pid ? meta_->header.pid : 1;
+  }
+  // A time of the trace on the clock the file uses: its own MONOTONIC, or
+  // in a run CLOCK_REALTIME.
+  uint64_t placed(uint64_t time_ns) const {
+    const int64_t t = static_cast<int64_t>(time_ns) + shift_ns_;
+    return t > 0 ? static_cast<uint64_t>(t) : 0;
+  }
 
   void describe_track(uint64_t uuid, uint64_t parent, std::string_view name) {
     proto::Buffer track;
@@ -628,13 +655,17 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     defaults.varint(pf::defaults::kTimestampClockId, kDeltaClock);
     defaults.message(pf::defaults::kTrackEventDefaults, event_defaults);
     packet_.clear();
-    packet_.varint(pf::packet::kTrustedSequenceId, kSequence);
+    packet_.varint(pf::packet::kTrustedSequenceId, sequence_);
     packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
     packet_.message(pf::packet::kDefaults, defaults);
     emit(packet_);
   }
 
   const ExportModel& model_;
+  ProcessPlacement place_;
+  uint32_t sequence_;
+  int64_t shift_ns_ = 0;                             // trace time -> the file's clock
+  uint32_t absolute_clock_ = pf::clock::kMonotonic;  // of timestamps not on the delta clock
   PacketBundles bundles_;
   ExportReplay replay_;
   const TraceMeta* meta_ = nullptr;
@@ -677,6 +708,20 @@ class PerfettoExporter : public Exporter {
     OutputFile out(options.output);
     PerfettoWriter writer(model, out);
     read_placed(options.trace, model.analysis.placement.get(), writer);
+    out.commit();
+  }
+  bool writes_runs() const override { return true; }
+  // A sequence per member, one after the other in the file: trace_processor
+  // sorts every sequence's packets onto the one timeline.
+  void write_run(const Run& run, const ExportOptions& options) const override {
+    const std::vector<ProcessPlacement> places = place_run(run);
+    OutputFile out(options.output);
+    for (size_t i = 0; i < run.members.size(); ++i) {
+      const ExportModel model = build_export_model(run.members[i].path);
+      warn_if_incomplete(model, options.warn);
+      PerfettoWriter writer(model, out, places[i]);
+      read_placed(run.members[i].path, model.analysis.placement.get(), writer);
+    }
     out.commit();
   }
 };

@@ -35,6 +35,12 @@ const Importer* find_importer(std::string_view name) {
   return nullptr;
 }
 
+void Exporter::write_run(const Run& run, const ExportOptions&) const {
+  throw std::invalid_argument("--format " + std::string(name()) + " holds one trace, not a run of " +
+                              std::to_string(run.members.size()) +
+                              "; export one of them, or use --format perfetto, chrome or nsys-sqlite");
+}
+
 void emit_warning(const WarningSink& sink, const std::string& text) {
   if (sink) {
     sink(text);

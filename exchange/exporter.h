@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "traces/run.h"
+
 namespace psc {
 
 // Bad input to an exporter or importer: the file is not what its format says.
@@ -72,6 +74,12 @@ class Exporter {
   // Throws TraceError / InputError for unreadable input, std::runtime_error
   // when the output cannot be written.
   virtual void write(const ExportOptions& options) const = 0;
+  // Whether write_run does more than refuse.
+  virtual bool writes_runs() const { return false; }
+  // Every trace of a run (traces/run.h) in one file, a process per member,
+  // times on the run's clock; options.trace is unused. Formats that hold one
+  // process throw std::invalid_argument saying so.
+  virtual void write_run(const Run& run, const ExportOptions& options) const;
 };
 
 class Importer {

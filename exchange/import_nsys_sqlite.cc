@@ -174,6 +174,12 @@ class NsysImport {
     if (db_.has_table("PEAKSCOPE_INFO")) {
       sqlite::Statement s(db_, "SELECT name, value FROM PEAKSCOPE_INFO");
       while (s.next()) info_[s.text(0)] = s.text(1);
+      // The export of a run keeps each process's keys under "process.<pid>.".
+      const std::string prefix = fmt::format("process.{}.", pid_);
+      std::map<std::string, std::string> own;
+      for (const auto& [k, v] : info_)
+        if (k.compare(0, prefix.size(), prefix) == 0) own[k.substr(prefix.size())] = v;
+      for (auto& [k, v] : own) info_[k] = std::move(v);
     }
     auto number = [&](const char* key, uint64_t fallback) -> uint64_t {
       auto it = info_.find(key);
