@@ -64,11 +64,11 @@ Run make_run(std::vector<RunMember> members) {
         run.id_source = "peakscope record";
         break;
       }
+  order_members(members);
   for (const RunMember& m : members) {
     const std::string h = host_of(m.header);
     if (std::find(run.hosts.begin(), run.hosts.end(), h) == run.hosts.end()) run.hosts.push_back(h);
   }
-  order_members(members);
   run.members = std::move(members);
   return run;
 }

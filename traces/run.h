@@ -34,7 +34,7 @@ struct Run {
   std::string id;
   std::string id_source;           // format::run_id_source_name, or "peakscope record" / ""
   std::vector<RunMember> members;  // by rank (unranked last), then host, then pid
-  std::vector<std::string> hosts;  // distinct host names, in order of first member
+  std::vector<std::string> hosts;  // distinct host names, in the members' order
 };
 
 // The host name a trace's header holds.

@@ -39,6 +39,7 @@ format::FileHeader make_file_header(const TraceWriterOptions& options) {
   h.realtime_ns = options.realtime_ns;
   h.monotonic_ns = options.monotonic_ns;
   h.monotonic_raw_ns = options.monotonic_raw_ns;
+  std::memcpy(h.hostname, options.hostname.data(), std::min(options.hostname.size(), sizeof h.hostname - 1));
   h.header_crc = crc32c(&h, offsetof(format::FileHeader, header_crc));
   return h;
 }

@@ -21,6 +21,7 @@ struct TraceWriterOptions {
   int32_t local_rank = -1;
   int32_t world_size = 0;   // 0: unknown
   uint32_t record_pid = 0;  // 0: unknown
+  std::string hostname;     // cut to the header's 63 bytes
   uint32_t flags = 0;       // format::HeaderFlag
   uint64_t realtime_ns = 0;
   uint64_t monotonic_ns = 0;
