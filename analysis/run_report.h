@@ -17,8 +17,8 @@
 namespace psc {
 
 struct RunReport {
-  std::string id;         // the run's id (traces/run.h), "" when nothing names it
-  std::string id_source;  // where the id came from
+  std::string id;                        // the run's id (traces/run.h), "" when nothing names it
+  std::string id_source;                 // where the id came from
   std::vector<const Analysis*> members;  // ordered: by rank (unranked last), then pid
   int busiest = -1;                      // index into members of the highest peak; -1 when nothing peaked
   std::vector<std::string> notes;        // what a reader should know (several hosts, a rank missing, ...)

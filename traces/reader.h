@@ -40,7 +40,7 @@ struct ThreadInfo {
 struct TraceMeta {
   std::string path;
   format::FileHeader header{};
-  format::RunHeader run{};  // zeros (no run identity) in files written before it
+  format::RunHeader run{};               // zeros (no run identity) in files written before it
   std::vector<std::string> strings{""};  // indexed by StringId; 0 is ""
   std::vector<ThreadInfo> threads;       // indexed by thread index (gaps have empty names)
   std::array<uint64_t, format::kDropReasonCount> drops{};

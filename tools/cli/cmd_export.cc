@@ -62,9 +62,10 @@ std::string format_list() {
   for (const std::string& trace : a.traces)
     if (o.output == trace) throw UsageError("the output would overwrite the trace '" + trace + "'");
   if (a.run && !(*exporter)->writes_runs())
-    throw UsageError(fmt::format("--format {} holds one trace, not a run of {}; export one trace, or use --format "
-                                 "perfetto, chrome or nsys-sqlite for the whole run",
-                                 format, a.traces.size()));
+    throw UsageError(
+        fmt::format("--format {} holds one trace, not a run of {}; export one trace, or use --format "
+                    "perfetto, chrome or nsys-sqlite for the whole run",
+                    format, a.traces.size()));
   if (!o.calibration.empty() && format != "html")
     throw UsageError("--calibration applies to --format html only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && format != "nvtxt")
