@@ -149,6 +149,36 @@ ErrorSummary summarize_errors(std::vector<double> errors, size_t under) {
 
 }  // namespace
 
+std::vector<RunCheck> check_runs(const std::vector<Run>& runs, const std::vector<CheckRow>& rows, bool floor_only) {
+  std::vector<RunCheck> out;
+  for (const Run& run : runs) {
+    RunCheck c;
+    c.id = run.id;
+    for (const RunMember& m : run.members) {
+      if (m.header.rank < 0) continue;
+      RankCheck r;
+      r.member = m;
+      bool first = true;
+      for (const CheckRow& row : rows) {
+        if (row.trace != m.path) continue;
+        const double e = row.raw_error_of(floor_only);
+        r.max_raw_error = first ? e : std::max(r.max_raw_error, e);
+        r.min_raw_error = first ? e : std::min(r.min_raw_error, e);
+        first = false;
+        ++r.waves;
+        r.under += row.under_estimate(floor_only);
+        r.largest_measured = std::max(r.largest_measured, row.measured_peak_bytes);
+      }
+      if (r.waves == 0) continue;
+      if (c.busiest < 0 || r.largest_measured > c.ranks[static_cast<size_t>(c.busiest)].largest_measured)
+        c.busiest = static_cast<int>(c.ranks.size());
+      c.ranks.push_back(std::move(r));
+    }
+    if (!c.ranks.empty()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 CheckSummary summarize_check(const std::vector<CheckRow>& rows, bool floor_only) {
   std::vector<double> cold_errors, warm_errors;
   size_t cold_under = 0, warm_under = 0;

@@ -19,6 +19,7 @@
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
 #include "pricing/pricing.h"
+#include "traces/run.h"
 
 namespace psc {
 
@@ -74,5 +75,28 @@ struct CheckSummary {
 
 // Of the full prices or, with floor_only, the floor-only ones.
 CheckSummary summarize_check(const std::vector<CheckRow>& rows, bool floor_only);
+
+// The check of a distributed run, rank by rank (README "Distributed runs").
+// The rank that runs out of memory first is the one whose price matters: the
+// busiest, the rank with the largest measured wave peak. The run's verdict is
+// that rank's under-estimates; every other rank's are reported beside it.
+struct RankCheck {
+  RunMember member;
+  size_t waves = 0;          // checked
+  size_t under = 0;          // priced below their measured peak
+  double max_raw_error = 0;  // the largest raw error of its waves
+  double min_raw_error = 0;  // the smallest (most negative)
+  uint64_t largest_measured = 0;
+};
+struct RunCheck {
+  std::string id;
+  std::vector<RankCheck> ranks;  // members with checked waves, in the run's order
+  int busiest = -1;              // index into ranks
+  size_t verdict_under() const { return busiest < 0 ? 0 : ranks[static_cast<size_t>(busiest)].under; }
+};
+
+// One RunCheck per run among the checked traces that has ranked members
+// (traces without a rank are checked as before, apart from any run).
+std::vector<RunCheck> check_runs(const std::vector<Run>& runs, const std::vector<CheckRow>& rows, bool floor_only);
 
 }  // namespace psc

@@ -57,4 +57,26 @@ Json check_to_json(const std::string& calibration_path, const std::vector<CheckR
   return j;
 }
 
+Json runs_to_json(const std::vector<RunCheck>& runs) {
+  Json out = Json::array();
+  for (const RunCheck& run : runs) {
+    Json ranks = Json::array();
+    for (const RankCheck& r : run.ranks)
+      ranks.push_back({{"rank", r.member.header.rank},
+                       {"host", host_of(r.member.header)},
+                       {"pid", r.member.header.pid},
+                       {"trace", r.member.path},
+                       {"waves", r.waves},
+                       {"under_estimates", r.under},
+                       {"largest_measured_peak_bytes", r.largest_measured},
+                       {"min_raw_error", r.min_raw_error},
+                       {"max_raw_error", r.max_raw_error}});
+    out.push_back({{"id", run.id.empty() ? Json(nullptr) : Json(run.id)},
+                   {"busiest_rank", run.ranks[static_cast<size_t>(run.busiest)].member.header.rank},
+                   {"verdict_under_estimates", run.verdict_under()},
+                   {"ranks", std::move(ranks)}});
+  }
+  return out;
+}
+
 }  // namespace psc

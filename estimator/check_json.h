@@ -24,4 +24,7 @@ CalibrationJson check_row_to_json(const CheckRow& row, bool floor_only);
 //  "max_raw_error", "under_estimates"}}, "under_estimates"}
 CalibrationJson check_to_json(const std::string& calibration_path, const std::vector<CheckRow>& rows, bool floor_only);
 
+// [{"id", "busiest_rank", "verdict_under_estimates", "ranks": [...]}].
+CalibrationJson runs_to_json(const std::vector<RunCheck>& runs);
+
 }  // namespace psc

@@ -3,13 +3,16 @@
 The launcher tests run small Python commands and need neither torch nor the
 build. The recorded tests start tools/workloads/launch_ranks.py under
 build/peakscope record, which follows the launcher's children into one trace
-per rank (<stem>.r<RANK>.p<PID>.pstrace); they read only `report --json`.
+per rank (<stem>.r<RANK>.<host>.p<PID>.pstrace); they read `report --json`,
+and the run's exports with JSON and SQLite readers.
 Skipped without torch's gloo backend or the build (run make).
 """
 
 import json
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -31,6 +34,7 @@ CLI = os.path.join(REPO, "build", "peakscope")
 PRELOAD = os.path.join(REPO, "build", "libpeakscope_preload.so")
 LAUNCHER = os.path.join(REPO, "tools", "workloads", "launch_ranks.py")
 WORKLOAD = os.path.join(REPO, "tools", "workloads", "ddp_lora.py")
+HOST_PATTERN = os.path.join(REPO, "build", "programs", "host_pattern")
 BUILT = os.access(CLI, os.X_OK) and os.path.exists(PRELOAD)
 RANK_TRACE = re.compile(r"^run\.r(\d+)\.[A-Za-z0-9_-]+\.p(\d+)\.pstrace$")
 SKEW = 0.5
@@ -261,11 +265,82 @@ class TwoRanksTest(unittest.TestCase):
                                capture_output=True, text=True, timeout=240)
         self.assertIn(check.returncode, (0, 1), check.stderr)
         self.assertIn("run.pstrace has no waves: nothing to check there", check.stderr)
-        waves = json.loads(check.stdout)["waves"]
+        checked = json.loads(check.stdout)
+        waves = checked["waves"]
         self.assertEqual(len(waves), 6)  # three waves of each rank; the launcher's trace passed over
+        # By rank, and the verdict is the busiest rank's: its under-estimates decide the exit status.
+        [run] = checked["runs"]
+        self.assertEqual([r["rank"] for r in run["ranks"]], [0, 1])
+        self.assertEqual([r["waves"] for r in run["ranks"]], [3, 3])
+        self.assertEqual(run["busiest_rank"], 1)
+        self.assertEqual(run["ranks"][1]["largest_measured_peak_bytes"],
+                         max(w["measured_peak_bytes"] for w in waves if w["trace"] == self.run_.paths[1]))
+        self.assertEqual(check.returncode, 1 if run["verdict_under_estimates"] else 0)
+        text = subprocess.run([CLI, "check", "--calibration", os.path.join(folder, "cal-list.json"), folder],
+                              capture_output=True, text=True, timeout=240)
+        self.assertIn(f"run_verdict rank 1: {run['verdict_under_estimates']} under-estimates", text.stdout)
         for name in os.listdir(folder):
             if name.startswith("cal-"):
                 os.remove(os.path.join(folder, name))
+
+    def test_the_run_exports_as_one_file_with_a_process_per_rank(self):
+        folder = self.run_.directory.name
+        with tempfile.TemporaryDirectory() as out:
+            files = {}
+            for name in ("chrome", "nsys-sqlite", "perfetto"):
+                files[name] = os.path.join(out, "run." + name)
+                child = subprocess.run([CLI, "export", folder, "--format", name, "-o", files[name]],
+                                       capture_output=True, text=True, timeout=240)
+                self.assertEqual(child.returncode, 0, child.stderr)
+                self.assertIn("3 traces of run", child.stdout)
+            with open(files["chrome"]) as f:
+                chrome = json.load(f)
+            names = {e["pid"]: e["args"]["name"] for e in chrome["traceEvents"]
+                     if e.get("ph") == "M" and e["name"] == "process_name"}
+            host = self.run_.reports[0]["trace"]["hostname"]
+            for rank in range(2):
+                pid = self.run_.pids[rank][0]
+                self.assertTrue(names[pid].startswith(f"rank {rank} ({host}, pid {pid}): "), names)
+                begins = [e["ts"] for e in chrome["traceEvents"] if e.get("ph") == "B" and e["pid"] == pid]
+                self.assertEqual(begins, sorted(begins))
+            # The ranks start together: their first ranges lie within a second of each other on the run's clock.
+            firsts = [min(e["ts"] for e in chrome["traceEvents"] if e.get("ph") == "B" and e["pid"] == self.run_.pids[r][0])
+                      for r in range(2)]
+            self.assertLess(abs(firsts[0] - firsts[1]), 1e6, firsts)
+            database = sqlite3.connect(files["nsys-sqlite"])
+            try:
+                self.assertEqual(database.execute("SELECT count(*) FROM PROCESSES").fetchone()[0], 3)
+                for rank in range(2):
+                    rows = database.execute("SELECT count(*) FROM PEAKSCOPE_HOST_MEMORY_EVENTS "
+                                            "WHERE globalTid >> 24 = ? AND memoryOperationType = 0",
+                                            (self.run_.pids[rank][0],)).fetchone()[0]
+                    self.assertEqual(rows, self.run_.reports[rank]["memory"]["allocs"])
+            finally:
+                database.close()
+            self.assertGreater(os.path.getsize(files["perfetto"]), 0)
+            html = subprocess.run([CLI, "export", folder, "--format", "html", "-o", os.path.join(out, "x.html")],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(html.returncode, 2)
+            self.assertIn("holds one trace, not a run of 3", html.stderr)
+
+    def test_traces_of_two_runs_in_one_folder_are_told_apart(self):
+        with tempfile.TemporaryDirectory() as folder:
+            for rank in range(2):
+                shutil.copy(self.run_.paths[rank], folder)
+            other = os.path.join(folder, "other.pstrace")
+            environment = dict(os.environ, PEAKSCOPE_RUN_ID="other-job", RANK="0", WORLD_SIZE="1")
+            child = subprocess.run([CLI, "record", "--host", "-o", other, "--", HOST_PATTERN, "pairs", "1", "10", "4096"],
+                                   capture_output=True, text=True, env=environment, timeout=60)
+            self.assertEqual(child.returncode, 0, child.stderr)
+            mixed = subprocess.run([CLI, "report", folder], capture_output=True, text=True, timeout=120)
+            self.assertEqual(mixed.returncode, 2)
+            self.assertIn("the traces are of 2 runs; choose one with --run ID", mixed.stderr)
+            self.assertIn("'other-job' (PEAKSCOPE_RUN_ID): 1 trace", mixed.stderr)
+            chosen = subprocess.run([CLI, "report", folder, "--run", "other-job", "--json"], capture_output=True,
+                                    text=True, timeout=120)
+            self.assertEqual(chosen.returncode, 0, chosen.stderr)
+            run = json.loads(chosen.stdout)["run"]
+            self.assertEqual((run["id"], run["id_source"], run["traces"]), ("other-job", "PEAKSCOPE_RUN_ID", 1))
 
     def test_the_run_report_names_the_busiest_rank_with_each_ranks_own_peak(self):
         report = run_names_the_busiest(self, self.run_, 2)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,41 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
   std::printf("under_estimates %zu\n", summary.under_estimates());
 }
 
+void print_runs(const std::vector<RunCheck>& runs) {
+  for (const RunCheck& run : runs) {
+    std::printf("\nrun %s: by rank; the run's verdict is its busiest rank's (the largest measured wave peak)\n",
+                run.id.empty() ? "(no run id)" : ("'" + run.id + "'").c_str());
+    std::printf("  %4s %-24s %5s %5s %19s %13s %13s  %s\n", "rank", "process", "waves", "under", "largest_measured",
+                "min_raw_error", "max_raw_error", "trace");
+    for (size_t i = 0; i < run.ranks.size(); ++i) {
+      const RankCheck& r = run.ranks[i];
+      std::printf("%s %4d %-24s %5zu %5zu %19llu %+12.2f%% %+12.2f%%  %s\n",
+                  static_cast<int>(i) == run.busiest ? "*" : " ", r.member.header.rank, member_label(r.member).c_str(),
+                  r.waves, r.under, static_cast<unsigned long long>(r.largest_measured), r.min_raw_error * 100,
+                  r.max_raw_error * 100, r.member.path.c_str());
+    }
+    const RankCheck& b = run.ranks[static_cast<size_t>(run.busiest)];
+    size_t others = 0;
+    for (const RankCheck& r : run.ranks) others += r.under;
+    others -= b.under;
+    std::printf("run_verdict rank %d: %zu under-estimates%s\n", b.member.header.rank, b.under,
+                others ? fmt::format(" (the other ranks: {}, reported, not the verdict)", others).c_str() : "");
+  }
+}
+
+// Exit 1: an under-estimate on a run's busiest rank, or on a trace that is
+// no run's rank.
+bool check_failed(const std::vector<CheckRow>& rows, const std::vector<RunCheck>& runs, bool floor_only) {
+  std::set<std::string> ranked;
+  for (const RunCheck& run : runs) {
+    if (run.verdict_under() > 0) return true;
+    for (const RankCheck& r : run.ranks) ranked.insert(r.member.path);
+  }
+  for (const CheckRow& r : rows)
+    if (!ranked.count(r.trace) && r.under_estimate(floor_only)) return true;
+  return false;
+}
+
 }  // namespace
 
 int cmd_check(int argc, char** argv) {
@@ -136,14 +172,17 @@ int cmd_check(int argc, char** argv) {
     for (CheckRow& r : check_trace(calibration, liveness)) rows.push_back(std::move(r));
   }
   const CheckSummary summary = summarize_check(rows, o.floor_only);
+  const std::vector<RunCheck> runs = check_runs(group_runs(o.traces), rows, o.floor_only);
   if (o.json) {
-    const CalibrationJson j = check_to_json(o.calibration, rows, o.floor_only);
+    CalibrationJson j = check_to_json(o.calibration, rows, o.floor_only);
+    j["runs"] = runs_to_json(runs);
     std::printf("%s\n", j.dump(2, ' ', false, CalibrationJson::error_handler_t::replace).c_str());
   } else {
     print_text(rows, o.floor_only, summary);
+    print_runs(runs);
   }
   std::fflush(stdout);
-  return summary.under_estimates() > 0 ? kExitCheckFailed : kExitOk;
+  return check_failed(rows, runs, o.floor_only) ? kExitCheckFailed : kExitOk;
 }
 
 }  // namespace psc::cli
