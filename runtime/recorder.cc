@@ -267,4 +267,18 @@ void reset_buffers_after_fork() {
   if (t_state.buffer) t_state.buffer->os_tid.store(t_state.os_tid, std::memory_order_relaxed);
 }
 
+// Kept apart from record_memory so that its reserved-level default stays one
+// test; the tensor-event source is rare next to the hooks.
+void record_allocated_level_memory(const MemoryRecord& r) {
+  Fields f{r.kind};
+  f.address = r.address;
+  f.bytes = r.bytes;
+  f.stream = r.stream;
+  f.device = r.device;
+  f.memory = r.memory;
+  f.api = r.api;
+  f.flags = static_cast<uint8_t>(r.flags & ~kFlagReserved);
+  emit(f);
+}
+
 }  // namespace psc::rt

@@ -44,6 +44,12 @@ class HookMatcher : public TraceVisitor {
       const Event& e = events[i];
       if (!is_memory_event(e.kind) || is_deferred(e) || e.api == Api::kCupti) continue;
       if (e.flags & (kFlagNested | kFlagFailed)) continue;
+      // A tensor shares its address with the segment it sits in (the first
+      // block of a segment): only the segments stand for what CUPTI saw.
+      if (e.api == Api::kTorchTraceTracker) {
+        if (e.kind == EventKind::kAlloc) ++hooked_allocs_[0];
+        continue;
+      }
       const Key key{e.device, e.address};
       if (e.kind == EventKind::kAlloc) {
         ++hooked_allocs_[(e.flags & kFlagReserved) ? 1 : 0];
