@@ -74,10 +74,6 @@ enum class Api : uint8_t {
   kCuMemHostRegister = 45,
   kCuMemHostUnregister = 46,
   kTorchPluggable = 48,
-  // A tensor of PyTorch's native caching allocator, reported by its trace
-  // tracker (psc_record_tensor_event): always the allocated level, inside the
-  // segments the cudaMalloc / VMM hooks record at the reserved level.
-  kTorchTraceTracker = 49,
   kImported = 64,  // converted from another tool's trace
   kCupti = 72,     // an allocation or free reported by a CUPTI MEMORY2 activity record
 };

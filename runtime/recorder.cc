@@ -3,6 +3,8 @@
 // stores. Everything else is out of line.
 #include "runtime/recorder.h"
 
+#include "runtime/allocated_level.h"
+
 #include "runtime/config.h"
 #include "runtime/drops.h"
 #include "runtime/state.h"

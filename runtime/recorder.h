@@ -50,11 +50,6 @@ struct MemoryRecord {
 // An allocation is recorded after the real call returns; a free before the
 // real free runs (so the address cannot be reused in between).
 void record_memory(const MemoryRecord& record);
-// The same, at the allocated level whatever PEAKSCOPE_LEVEL says: a tensor
-// reported inside segments that the hooks record at the reserved level
-// (PyTorch's trace tracker, runtime/tensor_events.cc), so the two levels of
-// one process never mix.
-void record_allocated_level_memory(const MemoryRecord& record);
 
 void record_range_push(const char* name, Api api);
 void record_range_pop(Api api);

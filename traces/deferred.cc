@@ -44,9 +44,10 @@ class HookMatcher : public TraceVisitor {
       const Event& e = events[i];
       if (!is_memory_event(e.kind) || is_deferred(e) || e.api == Api::kCupti) continue;
       if (e.flags & (kFlagNested | kFlagFailed)) continue;
-      // A tensor shares its address with the segment it sits in (the first
-      // block of a segment): only the segments stand for what CUPTI saw.
-      if (e.api == Api::kTorchTraceTracker) {
+      // Tensors from the C API (psc_record_tensor_event) share addresses with
+      // the segments they sit in (a segment's first block): only the segments
+      // stand for what CUPTI saw.
+      if (e.api == Api::kPscApi) {
         if (e.kind == EventKind::kAlloc) ++hooked_allocs_[0];
         continue;
       }

@@ -477,7 +477,6 @@ const char* api_name(Api api) {
     case Api::kCuMemHostRegister: return "cuMemHostRegister";
     case Api::kCuMemHostUnregister: return "cuMemHostUnregister";
     case Api::kTorchPluggable: return "torch_pluggable";
-    case Api::kTorchTraceTracker: return "torch_trace_tracker";
     case Api::kImported: return "imported";
     case Api::kCupti: return "cupti";
   }
