@@ -28,6 +28,19 @@ void psc_flush(void);
 /* The API version of the loaded recorder, PSC_API_VERSION. */
 int psc_api_version(void);
 
+/* A tensor of a caching allocator that the recorder cannot see through its
+ * hooks (PyTorch's native allocator hands out blocks of segments it made with
+ * cudaMalloc): recorded at the allocated level with the range open on the
+ * calling thread, inside the segments that `--level reserved` records.
+ * PSC_TENSOR_FREE is recorded when the allocator is asked to free (the block
+ * is not reused before that). tools/python/peakscope/trace_tracker.cpp calls
+ * it from PyTorch's allocator trace tracker. Safe to call at any time; a
+ * no-op while the recorder is not recording. */
+#define PSC_TENSOR_ALLOC 1
+#define PSC_TENSOR_FREE 2
+void psc_record_tensor_event(int action, unsigned long long address, unsigned long long bytes, int device,
+                             unsigned long long stream);
+
 #ifdef __cplusplus
 }
 #endif

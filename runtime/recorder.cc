@@ -3,6 +3,8 @@
 // stores. Everything else is out of line.
 #include "runtime/recorder.h"
 
+#include "runtime/allocated_level.h"
+
 #include "runtime/config.h"
 #include "runtime/drops.h"
 #include "runtime/state.h"
@@ -265,6 +267,20 @@ void reset_buffers_after_fork() {
   for (auto& d : g_drops) d.store(0, std::memory_order_relaxed);
   t_state.os_tid = sys::gettid();
   if (t_state.buffer) t_state.buffer->os_tid.store(t_state.os_tid, std::memory_order_relaxed);
+}
+
+// Kept apart from record_memory so that its reserved-level default stays one
+// test; the tensor-event source is rare next to the hooks.
+void record_allocated_level_memory(const MemoryRecord& r) {
+  Fields f{r.kind};
+  f.address = r.address;
+  f.bytes = r.bytes;
+  f.stream = r.stream;
+  f.device = r.device;
+  f.memory = r.memory;
+  f.api = r.api;
+  f.flags = static_cast<uint8_t>(r.flags & ~kFlagReserved);
+  emit(f);
 }
 
 }  // namespace psc::rt

@@ -44,6 +44,13 @@ class HookMatcher : public TraceVisitor {
       const Event& e = events[i];
       if (!is_memory_event(e.kind) || is_deferred(e) || e.api == Api::kCupti) continue;
       if (e.flags & (kFlagNested | kFlagFailed)) continue;
+      // Tensors from the C API (psc_record_tensor_event) share addresses with
+      // the segments they sit in (a segment's first block): only the segments
+      // stand for what CUPTI saw.
+      if (e.api == Api::kPscApi) {
+        if (e.kind == EventKind::kAlloc) ++hooked_allocs_[0];
+        continue;
+      }
       const Key key{e.device, e.address};
       if (e.kind == EventKind::kAlloc) {
         ++hooked_allocs_[(e.flags & kFlagReserved) ? 1 : 0];
