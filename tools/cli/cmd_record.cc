@@ -163,7 +163,7 @@ bool read_written_trace(const std::string& path, time_t since, WrittenTrace* out
   return true;
 }
 
-// Traces beside the main one: forked children and ranks (<stem>.[r<R>.]p<PID>.pstrace)
+// Traces beside the main one: forked children and ranks (<stem>.[r<R>.]<host>.p<PID>.pstrace)
 // and images after exec (<stem>....e<N>.pstrace).
 std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since) {
   std::string dir = ".", stem = output;

@@ -7,7 +7,7 @@
 Each copy of COMMAND gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port unless --port says one) on
 top of this process's environment, so the recorder that `peakscope record`
-preloads follows every rank into its own <stem>.r<RANK>.p<PID>.pstrace.
+preloads follows every rank into its own <stem>.r<RANK>.<host>.p<PID>.pstrace.
 (Debian's torchrun fails before it starts workers; this does only what a
 single-node torchrun would.) Their stdout and stderr are forwarded, line by
 line, to ours with a "[rank R] " prefix.
