@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace psc {
 namespace {
@@ -318,6 +319,55 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
                                                &p.extrapolation));
   p.price = pricing::price(p.plan);
   return p;
+}
+
+std::vector<int64_t> rank_tokens(int64_t tokens, const std::vector<double>& shares) {
+  double total = 0;
+  for (double s : shares) {
+    if (!(s > 0) || !std::isfinite(s)) throw PredictError("rank shares", "every share must be a positive number");
+    total += s;
+  }
+  std::vector<int64_t> parts;
+  int64_t given = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const int64_t part =
+        r + 1 == shares.size() ? tokens - given : std::llround(static_cast<double>(tokens) * shares[r] / total);
+    parts.push_back(std::max<int64_t>(part, 0));
+    given += parts.back();
+  }
+  return parts;
+}
+
+RunPrediction predict_ranks(const Calibration& c, const WaveRequest& request, const std::vector<double>& shares,
+                            int64_t max_sequence_length) {
+  RunPrediction run;
+  const std::vector<int64_t> parts = rank_tokens(request.tokens, shares);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    WaveRequest part = request;
+    part.tokens = parts[r];
+    part.sequence_lengths =
+        max_sequence_length > 0 ? packed_sequences(parts[r], max_sequence_length) : std::vector<int64_t>{};
+    if (part.tokens <= 0) throw PredictError("rank shares", fmt::format("rank {} gets no token of the wave", r));
+    run.ranks.push_back({static_cast<int32_t>(r), part.tokens, predict(c, part)});
+    if (run.ranks.back().prediction.price.required_bytes > run.ranks[run.busiest].prediction.price.required_bytes)
+      run.busiest = r;
+  }
+  return run;
+}
+
+pricing::Admission admit_run_wave(const Calibration& c, const WaveRequest& shape, const std::vector<double>& shares,
+                                  int64_t max_sequence_length, int64_t max_tokens, pricing::Bytes budget_bytes) {
+  WaveRequest request = shape;
+  // The price does not shrink as a wave grows, so the busiest rank is the one
+  // with the largest part; its part grows with the wave.
+  auto plan_at = [&](int64_t tokens) {
+    const std::vector<int64_t> parts = rank_tokens(tokens, shares);
+    request.tokens = std::max<int64_t>(*std::max_element(parts.begin(), parts.end()), 1);
+    request.sequence_lengths =
+        max_sequence_length > 0 ? packed_sequences(request.tokens, max_sequence_length) : std::vector<int64_t>{};
+    return predict(c, request).plan;
+  };
+  return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);
 }
 
 pricing::Admission admit_wave(const Calibration& c, const WaveRequest& shape, int64_t max_sequence_length,

@@ -97,6 +97,36 @@ Prediction predict(const Calibration& calibration, const WaveRequest& request);
 pricing::Admission admit_wave(const Calibration& calibration, const WaveRequest& shape, int64_t max_sequence_length,
                               int64_t max_tokens, pricing::Bytes budget_bytes);
 
+// A wave split between the ranks of a data-parallel run by relative shares
+// (`shares[r]` of rank r: 1,1.5 gives rank 1 one and a half times rank 0's
+// tokens). Each rank's part is round(tokens x share / sum of shares), the
+// last rank taking what rounding leaves, so the parts add up to the wave.
+// The rank that needs the most is the wave's price: its memory runs out
+// first (README "Distributed runs"). Throws PredictError for a share that is
+// not positive.
+std::vector<int64_t> rank_tokens(int64_t tokens, const std::vector<double>& shares);
+
+struct RankPrediction {
+  int32_t rank = 0;
+  int64_t tokens = 0;
+  Prediction prediction;
+};
+struct RunPrediction {
+  std::vector<RankPrediction> ranks;
+  size_t busiest = 0;  // the rank of the largest required bytes
+  const Prediction& price() const { return ranks[busiest].prediction; }
+};
+// Each rank's part of `request` priced as a wave of its own (its sequences
+// packed at most `max_sequence_length` long, 0: one sequence).
+RunPrediction predict_ranks(const Calibration& calibration, const WaveRequest& request,
+                            const std::vector<double>& shares, int64_t max_sequence_length);
+
+// The largest wave (all ranks' tokens together) whose busiest rank's part
+// fits `budget_bytes`; the Admission's price is that rank's.
+pricing::Admission admit_run_wave(const Calibration& calibration, const WaveRequest& shape,
+                                  const std::vector<double>& shares, int64_t max_sequence_length, int64_t max_tokens,
+                                  pricing::Bytes budget_bytes);
+
 // The sequences of a wave of `tokens` packed at most `max_sequence_length`
 // long (0: one sequence).
 std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_length);

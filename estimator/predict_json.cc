@@ -34,6 +34,16 @@ pricing::Json prediction_to_json(const Calibration& c, const WaveRequest& reques
   return j;
 }
 
+pricing::Json ranks_to_json(const RunPrediction& run) {
+  pricing::Json ranks = pricing::Json::array();
+  for (const RankPrediction& r : run.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"tokens", r.tokens},
+                     {"raw_bytes", r.prediction.price.raw_bytes},
+                     {"required_bytes", r.prediction.price.required_bytes}});
+  return {{"ranks", ranks}, {"busiest_rank", run.ranks[run.busiest].rank}};
+}
+
 pricing::Json wave_admission_to_json(const Calibration& c, const WaveRequest& shape, int64_t max_sequence_length,
                                      int64_t max_tokens, pricing::Bytes budget_bytes,
                                      const pricing::Admission& admission) {

@@ -15,6 +15,9 @@ namespace psc {
 pricing::Json prediction_to_json(const Calibration& calibration, const WaveRequest& request,
                                  const Prediction& prediction);
 
+// {"ranks": [{"rank", "tokens", "raw_bytes", "required_bytes"}], "busiest_rank"}
+pricing::Json ranks_to_json(const RunPrediction& run);
+
 // {"budget_bytes", "max_tokens", "max_sequence_length", "admitted_tokens", "decided_by",
 //  "search_prices", "next_required_bytes", "price": prediction_to_json at the width, or null}
 pricing::Json wave_admission_to_json(const Calibration& calibration, const WaveRequest& shape,

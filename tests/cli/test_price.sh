@@ -166,5 +166,39 @@ bad 2 "peakscope price: $TMP/v99.json: calibration.version: 99 is not known (thi
 bad 2 "peakscope price: --budget: '12XB' must be a non-negative integer" \
   price --calibration "$CAL" --budget 12XB
 
+# A wave split between data-parallel ranks (--rank-shares): the parts add up to
+# the wave, and each rank's price is the price of a wave of its part alone; the
+# busiest rank's is the wave's. With --budget: the busiest part fits, one token
+# more does not.
+json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+if run 0 price --calibration "$CAL" --tokens 3000 --rank-shares 1,1.5,2 --json; then
+  cp "$TMP/out" "$TMP/run.json"
+  [ "$(json_field "$TMP/run.json" 'sum(r["tokens"] for r in d["ranks"])')" = 3000 ] && pass || fail "rank parts do not add up"
+  [ "$(json_field "$TMP/run.json" '[r["tokens"] for r in d["ranks"]]')" = "[667, 1000, 1333]" ] && pass ||
+    fail "rank parts: $(json_field "$TMP/run.json" '[r["tokens"] for r in d["ranks"]]')"
+  [ "$(json_field "$TMP/run.json" 'd["busiest_rank"]')" = 2 ] && pass || fail "busiest rank"
+  for r in 0 1 2; do
+    part=$(json_field "$TMP/run.json" "d['ranks'][$r]['tokens']")
+    want=$(json_field "$TMP/run.json" "d['ranks'][$r]['required_bytes']")
+    run 0 price --calibration "$CAL" --tokens "$part" --json &&
+      { [ "$(json_field "$TMP/out" 'd["required_bytes"]')" = "$want" ] && pass || fail "rank $r's part priced alone differs"; }
+  done
+  [ "$(json_field "$TMP/run.json" 'd["required_bytes"] == d["ranks"][2]["required_bytes"]')" = True ] && pass ||
+    fail "the wave's price is not its busiest rank's"
+fi
+if run 0 price --calibration "$CAL" --budget 2MiB --rank-shares 1,3 --json; then
+  cp "$TMP/out" "$TMP/admit.json"
+  admitted=$(json_field "$TMP/admit.json" 'd["admitted_tokens"]')
+  [ "$(json_field "$TMP/admit.json" 'd["price"]["required_bytes"] <= d["budget_bytes"]')" = True ] && pass ||
+    fail "the busiest part does not fit"
+  run 0 price --calibration "$CAL" --tokens $((admitted + 1)) --rank-shares 1,3 --json &&
+    { [ "$(json_field "$TMP/out" 'd["required_bytes"] > 2 * 1024 * 1024')" = True ] && pass ||
+      fail "one token more than admitted still fits"; }
+fi
+bad 2 "peakscope price: --rank-shares: '0' is not a positive number" \
+  price --calibration "$CAL" --tokens 100 --rank-shares 1,0
+bad 2 "peakscope price: --sequences gives one process's wave; with --rank-shares, give --max-sequence-length" \
+  price --calibration "$CAL" --tokens 100 --sequences 50,50 --rank-shares 1,1
+
 echo "test_price.sh: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

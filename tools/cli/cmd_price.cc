@@ -4,7 +4,9 @@
 // wrote it.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +89,9 @@ constexpr const char* kCalibratedUsage =
     "                       [--gradients-exist] [--json]\n"
     "       peakscope price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N]\n"
     "                       [--slots A,B] [--cold] [--gradients-exist] [--json]\n"
+    "either with --rank-shares W,W,...: the wave split between data-parallel ranks by those relative shares,\n"
+    "each rank's part priced, the busiest rank's price the wave's (with --budget: the largest wave whose\n"
+    "busiest part fits; --max-sequence-length packs each part)\n"
     "BYTES may end in KiB, MiB, GiB or TiB";
 
 struct CalibratedOptions {
@@ -96,6 +101,7 @@ struct CalibratedOptions {
   std::int64_t max_sequence_length = 0;
   std::int64_t max_tokens = std::int64_t{1} << 20;
   WaveRequest request;
+  std::vector<double> rank_shares;  // --rank-shares: empty for one process
   bool json = false;
 };
 
@@ -124,6 +130,15 @@ struct CalibratedOptions {
     if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
       throw UsageError("--max-tokens: must be from 1 to 2^40");
   });
+  args.option({"--rank-shares"}, [&](const std::string& name, const std::string& value) {
+    for (const std::string& share : split_list(value)) {
+      char* end = nullptr;
+      const double v = std::strtod(share.c_str(), &end);
+      if (share.empty() || *end != 0 || !(v > 0) || !std::isfinite(v))
+        throw UsageError(fmt::format("{}: '{}' is not a positive number", name, share));
+      o.rank_shares.push_back(v);
+    }
+  });
   args.flag({"--cold"}, &o.request.cold);
   args.flag({"--gradients-exist"}, &o.request.gradients_exist);
   args.flag({"--json"}, &o.json);
@@ -133,6 +148,8 @@ struct CalibratedOptions {
     args.fail("give --tokens N (a price) or --budget BYTES (the largest wave)");
   if (o.budget && !o.request.sequence_lengths.empty())
     throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
+  if (!o.rank_shares.empty() && !o.request.sequence_lengths.empty())
+    throw UsageError("--sequences gives one process's wave; with --rank-shares, give --max-sequence-length");
   if (o.tokens) o.request.tokens = *o.tokens;
   return true;
 }
@@ -155,12 +172,81 @@ void print_prediction(const std::string& path, const Json& p) {
   print_warnings(p["warnings"]);
 }
 
+void print_ranks(const Json& ranks) {
+  fmt::print("{:>6} {:>10} {:>16} {:>16}\n", "rank", "tokens", "raw_bytes", "required_bytes");
+  for (const Json& r : ranks["ranks"])
+    fmt::print("{} {:>4} {:>10} {:>16} {:>16}\n", r["rank"] == ranks["busiest_rank"] ? "*" : " ", r["rank"].get<int>(),
+               r["tokens"].get<std::int64_t>(), r["raw_bytes"].get<std::int64_t>(),
+               r["required_bytes"].get<std::int64_t>());
+}
+
+// --rank-shares: every rank's part, the busiest's price the wave's.
+int price_run(const CalibratedOptions& o, const Calibration& calibration) {
+  if (o.tokens) {
+    const RunPrediction run = predict_ranks(calibration, o.request, o.rank_shares, o.max_sequence_length);
+    const RankPrediction& busiest = run.ranks[run.busiest];
+    WaveRequest part = o.request;
+    part.tokens = busiest.tokens;
+    Json result = prediction_to_json(calibration, part, busiest.prediction);
+    const Json ranks = ranks_to_json(run);
+    result["ranks"] = ranks["ranks"];
+    result["busiest_rank"] = ranks["busiest_rank"];
+    result["wave_tokens"] = *o.tokens;
+    if (o.json) {
+      fmt::print("{}\n", result.dump(2));
+      return kExitOk;
+    }
+    fmt::print("{}: a wave of {} tokens over {} ranks; each rank's part priced, the busiest rank's is the wave's\n",
+               o.calibration, *o.tokens, run.ranks.size());
+    print_ranks(ranks);
+    fmt::print("busiest rank {}: ", busiest.rank);
+    print_prediction(o.calibration, result);
+    return kExitOk;
+  }
+  const pricing::Admission admission =
+      admit_run_wave(calibration, o.request, o.rank_shares, o.max_sequence_length, o.max_tokens, *o.budget);
+  Json result = pricing::Json::object();
+  result["budget_bytes"] = *o.budget;
+  result["rank_shares"] = o.rank_shares;
+  result["admitted_tokens"] = admission.tokens;
+  result["search_prices"] = admission.search_prices;
+  result["ranks"] = nullptr;
+  if (admission.tokens > 0) {
+    WaveRequest at = o.request;
+    at.tokens = admission.tokens;
+    const RunPrediction run = predict_ranks(calibration, at, o.rank_shares, o.max_sequence_length);
+    const Json ranks = ranks_to_json(run);
+    result["ranks"] = ranks["ranks"];
+    result["busiest_rank"] = ranks["busiest_rank"];
+    WaveRequest part = o.request;
+    part.tokens = run.ranks[run.busiest].tokens;
+    result["price"] = prediction_to_json(calibration, part, run.price());
+  }
+  if (o.json) {
+    fmt::print("{}\n", result.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}: budget {} bytes ({} MiB) per rank, {} ranks sharing a wave as {}\n", o.calibration, *o.budget,
+             format_mib(*o.budget), o.rank_shares.size(), fmt::join(o.rank_shares, ":"));
+  if (admission.tokens == 0) {
+    fmt::print("not even 1 token fits\n");
+    return kExitOk;
+  }
+  fmt::print("largest wave that fits: {} tokens over the ranks ({} prices searched)\n", admission.tokens,
+             admission.search_prices);
+  print_ranks(result);
+  print_price_table(result["price"], "  ");
+  print_warnings(result["price"]["warnings"]);
+  return kExitOk;
+}
+
 int price_from_calibration(int argc, char** argv) {
   CalibratedOptions o;
   if (!parse_calibrated(argc, argv, o)) return kExitOk;
   // A CalibrationError names the file; main prints it like any bad input.
   const Calibration calibration = read_calibration(o.calibration);
   try {
+    if (!o.rank_shares.empty()) return price_run(o, calibration);
     if (o.tokens) {
       const Json result = prediction_to_json(calibration, o.request, predict(calibration, o.request));
       if (o.json) {
