@@ -95,8 +95,9 @@ refused "peakscope check: --calibration needs a value" check "$TRACE" --calibrat
 
 # Positionals: one trace at a time where the command reads one; "-" and
 # anything after "--" are positionals, not options.
-refused "peakscope export: one trace at a time ('$TRACE' and 'other')" export "$TRACE" other
-# report reads several (a run): each must be a trace.
+# report and export read several (a run): each must be a trace.
+refused "peakscope export: other: cannot read: No such file or directory at byte 0" export "$TRACE" other \
+  --format chrome -o "$TMP/run.json"
 refused "peakscope report: other: cannot read: No such file or directory at byte 0" report "$TRACE" other
 refused "peakscope report: no trace given" report --json
 refused "peakscope price: one plan at a time ('$PLAN' and 'other')" price "$PLAN" other
