@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -367,6 +368,79 @@ class FourRanksTest(unittest.TestCase):
             self.assertEqual([w["tokens"] for w in report["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, rank))
         busiest_last(self, run, 4, self.TOKENS)
         run_names_the_busiest(self, run, 4)
+
+
+def can_name_a_host():
+    """Whether this process may start one in a UTS namespace of its own (root, or a user namespace)."""
+    if not shutil.which("unshare"):
+        return False
+    probe = subprocess.run(["unshare", "-u", "sh", "-c", "hostname psc-probe && hostname"], capture_output=True,
+                           text=True)
+    return probe.returncode == 0 and probe.stdout.strip() == "psc-probe"
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+@unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class TwoHostsTest(unittest.TestCase):
+    """Two ranks as on two machines: each in a UTS namespace with a host name of its own ("alpha", "beta"), each
+    under its own `peakscope record` writing into one folder (a shared file system), tied only by the
+    MASTER_ADDR:MASTER_PORT the scheduler gave both."""
+
+    TOKENS = [256, 512]
+
+    @classmethod
+    def setUpClass(cls):
+        if not can_name_a_host():
+            raise unittest.SkipTest("unshare -u cannot give a process its own host name here (needs root)")
+        cls.directory = tempfile.TemporaryDirectory()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        base = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD", "PEAKSCOPE_RUN_ID")}
+        ranks = []
+        for rank, host in enumerate(("alpha", "beta")):
+            environment = dict(base, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=str(port))
+            trace = os.path.join(cls.directory.name, f"{host}.pstrace")
+            command = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh", CLI, "record", "--host",
+                       "-o", trace, "--", sys.executable, WORKLOAD, "--tokens", ",".join(map(str, cls.TOKENS)),
+                       "--skew", str(SKEW)]
+            ranks.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        cls.outputs = [p.communicate(timeout=240) for p in ranks]
+        cls.statuses = [p.returncode for p in ranks]
+        cls.port = port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    def test_each_host_records_its_rank(self):
+        self.assertEqual(self.statuses, [0, 0], self.outputs)
+        self.assertEqual(sorted(os.listdir(self.directory.name)), ["alpha.pstrace", "beta.pstrace"])
+
+    def test_the_folder_reads_as_one_run_of_two_hosts(self):
+        child = subprocess.run([CLI, "report", self.directory.name, "--json"], capture_output=True, text=True,
+                               timeout=120)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        run = json.loads(child.stdout)["run"]
+        self.assertEqual((run["id"], run["id_source"]), (f"127.0.0.1:{self.port}", "MASTER_ADDR:MASTER_PORT"))
+        self.assertEqual([(m["rank"], m["host"]) for m in run["members"]], [(0, "alpha"), (1, "beta")])
+        self.assertIn("2 hosts: alpha, beta", run["notes"])
+        self.assertEqual(run["busiest"]["rank"], 1)
+
+    def test_the_export_names_each_rank_with_its_host(self):
+        out = os.path.join(self.directory.name, "run.json")
+        self.addCleanup(lambda: os.path.exists(out) and os.remove(out))
+        child = subprocess.run([CLI, "export", self.directory.name, "--format", "chrome", "-o", out],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        with open(out) as f:
+            events = json.load(f)["traceEvents"]
+        names = sorted(e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name")
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(names[0].startswith("rank 0 (alpha, pid "), names)
+        self.assertTrue(names[1].startswith("rank 1 (beta, pid "), names)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
