@@ -4,7 +4,7 @@
 # reading half's archives, the CLI's main, the recorder, the reference
 # workload): a few seconds after `make`. Needs nvcc, like the workload.
 GPU_BUNDLE := $(BUILD)/gpu-bundle/MANIFEST
-GPU_BUNDLE_INPUTS := tools/gpu-bundle tools/gpu-check tools/workloads/hf_lora.py \
+GPU_BUNDLE_INPUTS := tools/gpu-bundle tools/gpu-check tools/workloads/hf_lora.py tools/workloads/wave_args.py \
                      $(wildcard tools/python/peakscope/*.py) tools/python/peakscope/trace_tracker.cpp
 
 ifneq ($(wildcard $(NVCC)),)

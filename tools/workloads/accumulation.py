@@ -8,17 +8,7 @@ zero_grad(set_to_none=True); everything is annotated with peakscope.
 import torch
 
 import peakscope
-
-
-def parse_tokens(parser, text):
-    """Comma-separated token counts of a step's waves; errors through `parser`."""
-    try:
-        tokens = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        parser.error(f"--tokens: expected comma-separated integers, got {text!r}")
-    if not tokens or min(tokens) < 2:
-        parser.error("--tokens: every wave needs at least 2 tokens")
-    return tokens
+from wave_args import parse_tokens  # noqa: F401  (the workloads import it from here)
 
 
 def train_accumulating(model, trainable, steps, tokens, seed, vocab=128):

@@ -45,18 +45,10 @@ for _candidate in (os.path.join(os.path.dirname(_HERE), "python"),):
     if os.path.isdir(os.path.join(_candidate, "peakscope")):
         sys.path.insert(0, _candidate)
 
+from wave_args import parse_tokens  # noqa: E402
+
 EXIT_MISSING = 3  # a dependency is missing: nothing was run
 ADAPTED = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-def parse_tokens(parser, text):
-    try:
-        tokens = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        parser.error(f"--tokens: expected comma-separated integers, got {text!r}")
-    if not tokens or min(tokens) < 2:
-        parser.error("--tokens: every wave needs at least 2 tokens")
-    return tokens
 
 
 def parse_arguments(argv=None):
