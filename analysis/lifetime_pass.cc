@@ -61,7 +61,9 @@ void LifetimePass::on_events(const Event* events, size_t count, const TraceMeta&
     if (memory_level_of(e) != in_.level) continue;
     const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
     const MemoryReplay::Effect effect = replay_.apply(e, site);
-    const MemoryEventView view{e, site, ranges_.lookup(site.range, meta), effect, replay_};
+    // Most memory events of a long trace have no range: skip the table then.
+    const RangeName range = site.range.empty() ? RangeName{} : ranges_.lookup(site.range, meta);
+    const MemoryEventView view{e, site, range, effect, replay_};
     for (LifetimeObserver* o : observers_) o->on_memory_event(view);
   }
 }

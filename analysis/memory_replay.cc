@@ -1,9 +1,19 @@
 #include "analysis/memory_replay.h"
 
+#include <cstring>
+
 namespace psc {
 namespace {
 
 constexpr size_t kInitialSlots = 1024;
+
+// Copies a value with its padding: a member-wise copy of the 45 bytes moves
+// them with overlapping 16-byte stores, and the read of `bytes` that follows
+// (the free of a just-made allocation) then cannot be forwarded from them and
+// stalls. Whole 16-byte pieces forward.
+inline void copy_value(LiveAllocation* to, const LiveAllocation& from) {
+  std::memcpy(static_cast<void*>(to), &from, sizeof(LiveAllocation));
+}
 
 inline uint64_t mix(int16_t device, uint64_t address) {
   // Addresses are aligned (low bits zero) and clustered: a full 64-bit mixer
@@ -63,14 +73,14 @@ bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& v
   size_t i = index_of(device, address);
   while (keys_[i].used) {
     if (keys_[i].address == address && keys_[i].device == device) {
-      *replaced = values_[i];
-      values_[i] = value;
+      copy_value(replaced, values_[i]);
+      copy_value(&values_[i], value);
       return true;
     }
     i = (i + 1) & mask_;
   }
   keys_[i] = Key{address, device, true};
-  values_[i] = value;
+  copy_value(&values_[i], value);
   ++size_;
   return false;
 }
@@ -82,7 +92,7 @@ bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed)
     if (keys_[i].address == address && keys_[i].device == device) break;
     i = (i + 1) & mask_;
   }
-  *removed = values_[i];
+  copy_value(removed, values_[i]);
   // Backward-shift deletion: pull later members of the probe run into the hole
   // when their home slot does not lie (cyclically) between the hole and them.
   size_t hole = i;
@@ -94,7 +104,7 @@ bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed)
     const bool home_in_gap = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (home_in_gap) continue;
     keys_[hole] = keys_[j];
-    values_[hole] = values_[j];
+    copy_value(&values_[hole], values_[j]);
     hole = j;
   }
   keys_[hole].used = false;
