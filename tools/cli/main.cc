@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 
+#include "common/progress.h"
 #include "tools/cli/commands.h"
 #include "traces/reader.h"
 
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     try {
+      // Progress on stderr only on a terminal (common/progress.h); cleared
+      // before an error is printed, as the reporter goes first.
+      psc::ProgressReporter progress(psc::ProgressReporter::stderr_is_terminal());
+      psc::ProgressScope progress_scope(progress);
       return c.run(argc - 1, argv + 1);
     } catch (const psc::cli::UsageError& e) {
       std::fprintf(stderr, "peakscope %s: %s\n", c.name, e.what());
