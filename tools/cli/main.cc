@@ -21,7 +21,8 @@ constexpr Command kCommands[] = {
      "ARGS..."},
     {"report", psc::cli::cmd_report, "report TRACE [--json] [--top N] [--timeline N]"},
     {"export", psc::cli::cmd_export,
-     "export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]"},
+     "export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE] [--from T0] [--to T1] "
+     "[--wave N] [--summary]"},
     {"import", psc::cli::cmd_import, "import FILE --from FMT -o TRACE [--pid PID]"},
     {"price", psc::cli::cmd_price,
      "price PLAN.json [--json] [--budget BYTES] [--report FILE]\n"
