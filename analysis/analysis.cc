@@ -5,6 +5,7 @@
 #include "analysis/breakdowns.h"
 #include "analysis/lifetime_pass.h"
 #include "analysis/peak_pass.h"
+#include "common/progress.h"
 
 namespace psc {
 namespace {
@@ -47,6 +48,21 @@ class TeeVisitor : public TraceVisitor {
   TraceVisitor* second_;
 };
 
+// Tells the command's progress reporter (common/progress.h) about each batch.
+class ProgressVisitor : public TraceVisitor {
+ public:
+  explicit ProgressVisitor(TraceVisitor& inner) : inner_(inner) {}
+  void on_begin(const TraceMeta& meta) override { inner_.on_begin(meta); }
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
+    inner_.on_events(events, count, meta);
+    progress_advance(count);
+  }
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override { inner_.on_end(meta, status); }
+
+ private:
+  TraceVisitor& inner_;
+};
+
 // Both passes describe the same events, so every snapshot's breakdown must add
 // up to the live bytes pass 1 measured there. Say so if it does not.
 void check_sum(const char* what, uint64_t expected, const LiveBreakdown& live, std::vector<std::string>* warnings) {
@@ -66,13 +82,17 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   Analysis analysis;
   std::unique_ptr<PeakPass> scan_pass = std::make_unique<PeakPass>(parser);
   DeferredCollector collector(scan_pass.get());
-  read_trace(path, collector);
+  progress_stage("reading " + path + " (1 of 2)", 0);
+  ProgressVisitor first(collector);
+  read_trace(path, first);
   if (collector.found()) {
     analysis.placement =
         build_placement(path, std::move(collector.deferred()), collector.strings(), collector.events());
     scan_pass = std::make_unique<PeakPass>(parser);
     scan_pass->count_withheld(analysis.placement->counts.withheld);
-    read_placed(path, analysis.placement.get(), *scan_pass);
+    progress_stage("placing deferred events of " + path, collector.events());
+    ProgressVisitor again(*scan_pass);
+    read_placed(path, analysis.placement.get(), again);
   }
   PeakPass& scan = *scan_pass;
 
@@ -127,7 +147,10 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
     device = std::make_unique<DeviceUsagePass>(device_inputs);
   }
   TeeVisitor both(lifetimes, device.get());
-  read_placed(path, analysis.placement.get(), both);
+  progress_stage("reading " + path + " (2 of 2)", scan.events());
+  ProgressVisitor second(both);
+  read_placed(path, analysis.placement.get(), second);
+  progress_done();
 
   const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
   analysis.peak.live = snapshots[0];

@@ -5,6 +5,9 @@
 namespace psc {
 namespace {
 
+// How many events ahead the live table's slot is loaded (as in peak_pass.cc).
+constexpr size_t kPrefetchAhead = 8;
+
 bool outlives_next_wave(const Lifetime& l, const std::vector<WaveSpan>& waves) {
   if (l.alloc.wave >= 0) return false;
   if (l.end.kind == EndKind::kStillLive) return true;
@@ -51,6 +54,8 @@ LifetimePass::LifetimePass(const Inputs& inputs, std::vector<LifetimeObserver*> 
 void LifetimePass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   meta_ = &meta;
   for (size_t i = 0; i < count && ordinal_ < in_.event_limit; ++i) {
+    if (i + kPrefetchAhead < count && memory_level_of(events[i + kPrefetchAhead]) == in_.level)
+      replay_.prefetch(events[i + kPrefetchAhead]);
     const Event& e = events[i];
     const uint64_t ordinal = ordinal_++;
     for (LifetimeObserver* o : observers_) o->on_event(e, ordinal, scope_, meta);
@@ -61,7 +66,9 @@ void LifetimePass::on_events(const Event* events, size_t count, const TraceMeta&
     if (memory_level_of(e) != in_.level) continue;
     const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
     const MemoryReplay::Effect effect = replay_.apply(e, site);
-    const MemoryEventView view{e, site, ranges_.lookup(site.range, meta), effect, replay_};
+    // Most memory events of a long trace have no range: skip the table then.
+    const RangeName range = site.range.empty() ? RangeName{} : ranges_.lookup(site.range, meta);
+    const MemoryEventView view{e, site, range, effect, replay_};
     for (LifetimeObserver* o : observers_) o->on_memory_event(view);
   }
 }

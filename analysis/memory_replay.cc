@@ -1,20 +1,18 @@
 #include "analysis/memory_replay.h"
 
+#include <cstring>
+
 namespace psc {
 namespace {
 
 constexpr size_t kInitialSlots = 1024;
 
-inline uint64_t mix(int16_t device, uint64_t address) {
-  // Addresses are aligned (low bits zero) and clustered: a full 64-bit mixer
-  // (MurmurHash3's fmix64) spreads them; the high bits index the table.
-  uint64_t k = address ^ (static_cast<uint64_t>(static_cast<uint16_t>(device)) << 48);
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
+// Copies a value with its padding: a member-wise copy of the 45 bytes moves
+// them with overlapping 16-byte stores, and the read of `bytes` that follows
+// (the free of a just-made allocation) then cannot be forwarded from them and
+// stalls. Whole 16-byte pieces forward.
+inline void copy_value(LiveAllocation* to, const LiveAllocation& from) {
+  std::memcpy(static_cast<void*>(to), &from, sizeof(LiveAllocation));
 }
 
 }  // namespace
@@ -23,54 +21,46 @@ const char* memory_level_name(MemoryLevel level) { return level == MemoryLevel::
 
 // ---- LiveTable ------------------------------------------------------------------
 
-LiveTable::LiveTable()
-    : keys_(kInitialSlots),
-      values_(kInitialSlots),
-      mask_(kInitialSlots - 1),
-      shift_(64 - __builtin_ctzll(kInitialSlots)) {}
+LiveTable::LiveTable() : slots_(kInitialSlots), mask_(kInitialSlots - 1), shift_(64 - __builtin_ctzll(kInitialSlots)) {}
 
 void LiveTable::clear() {
-  keys_.assign(kInitialSlots, Key{});
-  values_.assign(kInitialSlots, LiveAllocation{});
+  slots_.assign(kInitialSlots, Slot{});
   mask_ = kInitialSlots - 1;
   shift_ = 64 - __builtin_ctzll(kInitialSlots);
   size_ = 0;
 }
 
-size_t LiveTable::index_of(int16_t device, uint64_t address) const {
-  return static_cast<size_t>(mix(device, address) >> shift_);
-}
-
 void LiveTable::grow() {
-  std::vector<Key> old_keys(keys_.size() * 2);
-  std::vector<LiveAllocation> old_values(values_.size() * 2);
-  old_keys.swap(keys_);
-  old_values.swap(values_);
-  mask_ = keys_.size() - 1;
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  mask_ = slots_.size() - 1;
   --shift_;
-  for (size_t k = 0; k < old_keys.size(); ++k) {
-    if (!old_keys[k].used) continue;
-    size_t i = index_of(old_keys[k].device, old_keys[k].address);
-    while (keys_[i].used) i = (i + 1) & mask_;
-    keys_[i] = old_keys[k];
-    values_[i] = old_values[k];
+  for (const Slot& s : old) {
+    if (!s.used) continue;
+    size_t i = index_of(s.device, s.address);
+    while (slots_[i].used) i = (i + 1) & mask_;
+    slots_[i] = s;
   }
 }
 
 bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& value, LiveAllocation* replaced) {
   // Load factor at most 1/2 keeps linear probes short.
-  if ((size_ + 1) * 2 > keys_.size()) grow();
+  if ((size_ + 1) * 2 > slots_.size()) grow();
   size_t i = index_of(device, address);
-  while (keys_[i].used) {
-    if (keys_[i].address == address && keys_[i].device == device) {
-      *replaced = values_[i];
-      values_[i] = value;
+  while (slots_[i].used) {
+    Slot& s = slots_[i];
+    if (s.address == address && s.device == device) {
+      copy_value(replaced, s.value);
+      copy_value(&s.value, value);
       return true;
     }
     i = (i + 1) & mask_;
   }
-  keys_[i] = Key{address, device, true};
-  values_[i] = value;
+  Slot& s = slots_[i];
+  s.address = address;
+  s.device = device;
+  s.used = true;
+  copy_value(&s.value, value);
   ++size_;
   return false;
 }
@@ -78,26 +68,26 @@ bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& v
 bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed) {
   size_t i = index_of(device, address);
   while (true) {
-    if (!keys_[i].used) return false;
-    if (keys_[i].address == address && keys_[i].device == device) break;
+    const Slot& s = slots_[i];
+    if (!s.used) return false;
+    if (s.address == address && s.device == device) break;
     i = (i + 1) & mask_;
   }
-  *removed = values_[i];
+  copy_value(removed, slots_[i].value);
   // Backward-shift deletion: pull later members of the probe run into the hole
   // when their home slot does not lie (cyclically) between the hole and them.
   size_t hole = i;
   size_t j = i;
   while (true) {
     j = (j + 1) & mask_;
-    if (!keys_[j].used) break;
-    const size_t home = index_of(keys_[j].device, keys_[j].address);
+    if (!slots_[j].used) break;
+    const size_t home = index_of(slots_[j].device, slots_[j].address);
     const bool home_in_gap = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (home_in_gap) continue;
-    keys_[hole] = keys_[j];
-    values_[hole] = values_[j];
+    slots_[hole] = slots_[j];
     hole = j;
   }
-  keys_[hole].used = false;
+  slots_[hole].used = false;
   --size_;
   return true;
 }

@@ -3,6 +3,13 @@
 #include <algorithm>
 
 namespace psc {
+namespace {
+
+// How many events ahead the live table's slot is loaded: enough to cover a
+// miss to memory at the pass' cost per event.
+constexpr size_t kPrefetchAhead = 8;
+
+}  // namespace
 
 void PeakPass::grew(LevelScan& level, const Event& e, const EventSite& site) {
   const uint64_t live = level.replay.live_bytes();
@@ -16,6 +23,10 @@ void PeakPass::grew(LevelScan& level, const Event& e, const EventSite& site) {
 
 void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   for (size_t i = 0; i < count; ++i) {
+    if (i + kPrefetchAhead < count) {
+      const Event& ahead = events[i + kPrefetchAhead];
+      levels_[static_cast<int>(memory_level_of(ahead))].replay.prefetch(ahead);
+    }
     const Event& e = events[i];
     const uint64_t ordinal = ordinal_++;
     if (static_cast<uint8_t>(e.kind) <= kMaxEventKind) ++by_kind_[static_cast<uint8_t>(e.kind)];

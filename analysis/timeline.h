@@ -20,6 +20,8 @@ class TimelineBuilder {
   std::vector<TimelinePoint> finish() const;
 
  private:
+  void advance(uint64_t offset);  // moves current_ to offset's bucket (never back)
+
   struct Bucket {
     bool used = false;
     TimelinePoint point;
@@ -28,6 +30,9 @@ class TimelineBuilder {
   uint64_t span_;
   std::vector<Bucket> buckets_;
   size_t current_ = 0;  // buckets never go backwards, even if clocks do
+  // First offset past the current bucket: a sample below it lands in the
+  // current bucket, so the division (128-bit) runs once per bucket, not per sample.
+  uint64_t current_end_ = 0;
 };
 
 }  // namespace psc

@@ -258,6 +258,7 @@ ExportModel ExportModelCollector::finish(const std::string& trace, Analysis anal
   for (const WaveReport& w : model.analysis.waves) model.waves.push_back(w.span);
   if (pass_) model.samples = pass_->samples();
   model.categories = std::move(categories_);
+  progress_stage("exporting " + trace, model.analysis.trace.status.events);
   return model;
 }
 

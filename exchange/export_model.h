@@ -28,6 +28,7 @@
 #include "analysis/range_names.h"
 #include "analysis/scope_tracker.h"
 #include "common/bytes.h"
+#include "common/progress.h"
 #include "traces/device_address.h"
 #include "traces/reader.h"
 #include "traces/run.h"
@@ -211,6 +212,7 @@ class BoundedVisitor : public TraceVisitor {
   explicit BoundedVisitor(uint64_t limit) : limit_(limit) {}
   void on_events(const Event* events, size_t count, const TraceMeta& meta) final {
     for (size_t i = 0; i < count && seen_ < limit_; ++i, ++seen_) on_event(events[i], meta);
+    progress_advance(count);
   }
 
  protected:

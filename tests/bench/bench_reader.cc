@@ -4,6 +4,8 @@
 //
 //   build/benchmarks --benchmark_filter='Reader|Analysis'
 //   PEAKSCOPE_BENCH_EVENTS=8000000 build/benchmarks ...   (default 4 M events)
+//   PEAKSCOPE_BENCH_TRACE=big.pstrace ...   writes the trace there and keeps it
+//                                          (for `peakscope report` / `export` on it)
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -33,8 +35,11 @@ uint64_t bench_events() {
 class BenchTrace {
  public:
   BenchTrace() {
-    path_ =
-        (std::filesystem::temp_directory_path() / ("psc_bench_" + std::to_string(::getpid()) + ".pstrace")).string();
+    const char* keep = std::getenv("PEAKSCOPE_BENCH_TRACE");
+    keep_ = keep && *keep;
+    path_ = keep_ ? std::string(keep)
+                  : (std::filesystem::temp_directory_path() / ("psc_bench_" + std::to_string(::getpid()) + ".pstrace"))
+                        .string();
     SyntheticTrace t(path_);
     constexpr uint32_t kThreads = 8;
     constexpr uint64_t kWorkingSet = 4096;
@@ -59,13 +64,16 @@ class BenchTrace {
     events_ = t.events();
     bytes_ = std::filesystem::file_size(path_);
   }
-  ~BenchTrace() { std::remove(path_.c_str()); }
+  ~BenchTrace() {
+    if (!keep_) std::remove(path_.c_str());
+  }
   const std::string& path() const { return path_; }
   uint64_t events() const { return events_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
   std::string path_;
+  bool keep_ = false;
   uint64_t events_ = 0;
   uint64_t bytes_ = 0;
   bool live_[8][4096] = {};
@@ -111,6 +119,22 @@ void BM_AnalysisTwoPasses(benchmark::State& state) {
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AnalysisTwoPasses)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What `peakscope report` does per trace, the figure `make bench` prints as
+// the analysis' throughput: both reads, the breakdowns and liveness'
+// categories (analyze_report), in events of the trace per second of wall time.
+void BM_AnalysisReport(benchmark::State& state) {
+  const BenchTrace& trace = bench_trace();
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const Analysis a = analyze_report(trace.path());
+    benchmark::DoNotOptimize(a.peak.bytes);
+    events += a.trace.status.events;
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events"] = static_cast<double>(trace.events());
+}
+BENCHMARK(BM_AnalysisReport)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // What calibrate and check read per trace: the analysis with liveness as an
 // observer of its second read (two reads in all).

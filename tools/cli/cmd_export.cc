@@ -1,18 +1,28 @@
 // peakscope export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json]
 //                  [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]
+//                  [--from T0] [--to T1] [--wave N] [--summary]
 //
 // Writes a trace in another tool's format (docs/viewers.md). Several traces,
 // or a folder, are a run (traces/run.h): perfetto, chrome and nsys-sqlite
-// write them as one file with a process per rank on one clock. Exit 0 on
-// success; 2 for bad usage, a file that is not a trace, or an output that
-// cannot be written (one line naming the file).
+// write them as one file with a process per rank on one clock.
+// --from/--to (times after the trace's first event: 1.5s, 200ms, 30us, 100ns)
+// or --wave N export a window of the trace; --summary leaves allocations out
+// and keeps counters of live bytes and ranges (exchange/export_window.h), of a
+// trace or of every member of a run. Exit 0 on success; 2 for bad usage, a
+// file that is not a trace, or an output that cannot be written (one line
+// naming the file).
 #include <sys/stat.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
+#include "common/progress.h"
+#include "exchange/export_window.h"
 #include "exchange/exporter.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -22,13 +32,15 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: peakscope export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json]\n"
-    "                        [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]";
+    "                        [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]\n"
+    "                        [--from T0] [--to T1] [--wave N] [--summary]";
 
 struct ExportArgs {
   ExportOptions options;
   std::vector<std::string> traces;  // folders expanded
   bool run = false;                 // several traces, or a folder
   std::string run_id;               // --run
+  ExportWindow window;
 };
 
 std::string format_list() {
@@ -37,11 +49,21 @@ std::string format_list() {
   return s;
 }
 
+uint64_t duration_option(const char* name, const std::string& text) {
+  try {
+    return parse_duration_ns(text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string(name) + ": " + e.what());
+  }
+}
+
 // False for -h: the usage and the formats are printed.
 [[nodiscard]] bool parse(int argc, char** argv, ExportArgs& a, const Exporter** exporter) {
   ExportOptions& o = a.options;
+  ExportWindow* window = &a.window;
   std::vector<std::string> inputs;
-  std::string format;
+  std::string format, from, to, wave;
+  bool summary = false;
   ArgParser args(kUsage, format_list());
   args.option({"--format", "-f"}, &format);
   args.option({"-o", "--output"}, &o.output);
@@ -49,8 +71,26 @@ std::string format_list() {
   args.option({"--nvtxt-time-base"}, &o.nvtxt_time_base);
   args.option({"--nvtxt-align"}, &o.nvtxt_align);
   args.option({"--run"}, &a.run_id);
+  args.option({"--from"}, &from);
+  args.option({"--to"}, &to);
+  args.option({"--wave"}, &wave);
+  args.flag({"--summary"}, &summary);
   args.positionals(&inputs);
   if (!args.parse(argc, argv)) return false;
+  if (!from.empty()) window->from_ns = duration_option("--from", from);
+  if (!to.empty()) window->to_ns = duration_option("--to", to);
+  if (!wave.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(wave.c_str(), &end, 10);
+    if (*end != '\0' || n < 0 || n > INT32_MAX)
+      throw UsageError("--wave takes a wave's number (0, 1, ...), not '" + wave + "'");
+    window->wave = static_cast<int32_t>(n);
+  }
+  window->summary = summary;
+  if (window->wave && (window->from_ns || window->to_ns))
+    throw UsageError("--wave cannot be combined with --from/--to");
+  if (window->from_ns && window->to_ns && *window->to_ns < *window->from_ns)
+    throw UsageError("--to " + to + " is before --from " + from);
   if (inputs.empty()) args.fail("no trace given");
   a.traces = expand_trace_folders(inputs, &a.run);
   a.run = a.run || a.traces.size() > 1 || !a.run_id.empty();
@@ -66,6 +106,10 @@ std::string format_list() {
         fmt::format("--format {} holds one trace, not a run of {}; export one trace, or use --format "
                     "perfetto, chrome or nsys-sqlite for the whole run",
                     format, a.traces.size()));
+  // Each member's window would count from its own first event, which the
+  // run's clock does not share: not offered rather than misaligned.
+  if (a.run && (window->from_ns || window->to_ns || window->wave))
+    throw UsageError("--from, --to and --wave window one trace, not yet a run; --summary applies to a run");
   if (!o.calibration.empty() && format != "html")
     throw UsageError("--calibration applies to --format html only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && format != "nvtxt")
@@ -80,6 +124,35 @@ std::string format_list() {
   return true;
 }
 
+// Window traces written next to the output, removed when the export is done.
+struct WindowFiles {
+  std::vector<std::string> paths;
+  ~WindowFiles() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
+
+// The run, each member read through its summary (--summary): the members keep
+// their headers, so their processes and places on the run's clock stay theirs.
+void export_run(const Exporter& exporter, const ExportArgs& a) {
+  Run run = choose_run(a.traces, a.run_id);
+  WindowFiles windows;
+  if (a.window.active()) {
+    for (size_t i = 0; i < run.members.size(); ++i) {
+      const std::string path = a.options.output + fmt::format(".window{}.pstrace", i);
+      windows.paths.push_back(path);
+      write_window(run.members[i].path, a.window, path);
+      run.members[i].path = path;
+    }
+  }
+  exporter.write_run(run, a.options);
+  progress_done();
+  fmt::print("peakscope export: {} traces of run {} as one process each{}:\n", run.members.size(),
+             run.id.empty() ? "(no run id)" : "'" + run.id + "'", a.window.active() ? ", summarized" : "");
+  const Run listed = choose_run(a.traces, a.run_id);
+  for (const RunMember& m : listed.members) fmt::print("  {}  {}\n", member_label(m), m.path);
+}
+
 }  // namespace
 
 int cmd_export(int argc, char** argv) {
@@ -88,14 +161,24 @@ int cmd_export(int argc, char** argv) {
   if (!parse(argc, argv, a, &exporter)) return kExitOk;
   const ExportOptions& options = a.options;
   if (a.run) {
-    const Run run = choose_run(a.traces, a.run_id);
-    exporter->write_run(run, options);
-    fmt::print("peakscope export: {} traces of run {} as one process each:\n", run.members.size(),
-               run.id.empty() ? "(no run id)" : "'" + run.id + "'");
-    for (const RunMember& m : run.members) fmt::print("  {}  {}\n", member_label(m), m.path);
+    export_run(*exporter, a);
+  } else if (a.window.active()) {
+    // The window is a trace of its own, next to the output, that the exporter
+    // reads as it reads any trace; it goes when the export is written.
+    ExportOptions windowed = options;
+    windowed.trace = options.output + ".window.pstrace";
+    WindowFiles windows{{windowed.trace}};
+    const WindowResult w = write_window(options.trace, a.window, windowed.trace);
+    exporter->write(windowed);
+    progress_done();
+    fmt::print(
+        "peakscope export: window {} to {} after the trace's first event: {} events, {} carried in from before\n",
+        format_seconds(w.begin_ns - w.first_time_ns), format_seconds(w.end_ns - w.first_time_ns), w.output_events,
+        w.carried_events);
   } else {
     exporter->write(options);
   }
+  progress_done();
   struct stat st {};
   const long long size = ::stat(options.output.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
   fmt::print("peakscope export: wrote {} ({}, {} bytes)\n", options.output, exporter->name(), size);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 
+#include "common/progress.h"
 #include "tools/cli/commands.h"
 #include "traces/reader.h"
 
@@ -20,7 +21,8 @@ constexpr Command kCommands[] = {
      "ARGS..."},
     {"report", psc::cli::cmd_report, "report TRACE [--json] [--top N] [--timeline N]"},
     {"export", psc::cli::cmd_export,
-     "export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE]"},
+     "export TRACE --format FMT -o OUT [--calibration CAL.json] [--nvtxt-time-base BASE] [--from T0] [--to T1] "
+     "[--wave N] [--summary]"},
     {"import", psc::cli::cmd_import, "import FILE --from FMT -o TRACE [--pid PID]"},
     {"price", psc::cli::cmd_price,
      "price PLAN.json [--json] [--budget BYTES] [--report FILE]\n"
@@ -57,6 +59,10 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     try {
+      // Progress on stderr only on a terminal (common/progress.h); cleared
+      // before an error is printed, as the reporter goes first.
+      psc::ProgressReporter progress(psc::ProgressReporter::stderr_is_terminal());
+      psc::ProgressScope progress_scope(progress);
       return c.run(argc - 1, argv + 1);
     } catch (const psc::cli::UsageError& e) {
       std::fprintf(stderr, "peakscope %s: %s\n", c.name, e.what());
