@@ -319,6 +319,20 @@ class TwoRanksTest(unittest.TestCase):
             finally:
                 database.close()
             self.assertGreater(os.path.getsize(files["perfetto"]), 0)
+            # A summary of the run: counters and ranges of every member, each still its own process.
+            summary = os.path.join(out, "summary.json")
+            child = subprocess.run([CLI, "export", folder, "--format", "chrome", "--summary", "-o", summary],
+                                   capture_output=True, text=True, timeout=240)
+            self.assertEqual(child.returncode, 0, child.stderr)
+            with open(summary) as f:
+                summarized = json.load(f)["traceEvents"]
+            self.assertEqual({e["pid"] for e in summarized if e.get("ph") == "M" and e["name"] == "process_name"},
+                             set(names))
+            self.assertLess(os.path.getsize(summary), os.path.getsize(files["chrome"]) / 4)
+            window = subprocess.run([CLI, "export", folder, "--format", "chrome", "--wave", "1", "-o", summary],
+                                    capture_output=True, text=True, timeout=60)
+            self.assertEqual(window.returncode, 2)
+            self.assertIn("window one trace, not yet a run", window.stderr)
             html = subprocess.run([CLI, "export", folder, "--format", "html", "-o", os.path.join(out, "x.html")],
                                   capture_output=True, text=True, timeout=60)
             self.assertEqual(html.returncode, 2)
