@@ -27,11 +27,15 @@ struct TraceWriterOptions {
   uint64_t monotonic_raw_ns = 0;  // 0: unknown
   std::string command;
   size_t chunk_bytes = 1u << 20;
+  // The format version to write: format::kVersion, or 3 (one context per
+  // thread), for tests that need a file as an older recorder wrote it.
+  uint16_t format_version = format::kVersion;
 };
 
 class TraceWriter {
  public:
   static constexpr uint32_t kMaxThreads = 1u << 16;
+  static constexpr uint32_t kInitialThreads = 64;  // the state table grows from here
 
   // Throws std::runtime_error when the file cannot be created.
   TraceWriter(const std::string& path, const TraceWriterOptions& options);
@@ -61,6 +65,7 @@ class TraceWriter {
   std::unordered_map<std::string, uint32_t> string_ids_;
   uint64_t events_ = 0;
   bool closed_ = false;
+  bool per_kind_ = true;  // format::context_per_kind(options.format_version)
 };
 
 // Fills a FileHeader (magic, version, CRC) from the options.
