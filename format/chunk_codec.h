@@ -11,18 +11,32 @@
 
 namespace psc::format {
 
-// Per-thread delta state. Fields that rarely change (context, range) are only
-// written when they differ from the same thread's previous event.
-struct ThreadCodecState {
-  uint64_t address = 0;
+// What an event's context record sets: device, stream, memory kind, api, flags.
+struct EventContext {
   uint64_t stream = 0;
   int16_t device = -1;
   uint8_t memory = 0;
   uint8_t api = 0;
   uint8_t flags = 0;
-  uint32_t range = 0;
-  bool seen = false;  // context has been written for this thread in this chunk
+  bool seen = false;  // written for this thread (and kind, v4) in this chunk
 };
+
+// Per-thread delta state. Fields that rarely change (context, range) are only
+// written when they differ from the same thread's previous event. From v4 a
+// thread keeps one context per event kind: an allocation and its free differ
+// in api (posix_memalign / free, cudaMalloc / cudaFree), and one shared
+// context cost five bytes on each of them. v3 files use contexts[0] only.
+struct ThreadCodecState {
+  uint64_t address = 0;
+  uint32_t range = 0;
+  bool touched = false;       // has state in this chunk (the reader's reset list)
+  EventContext contexts[16];  // indexed by context_slot(): a tag's kind nibble
+};
+
+// Which context an event of this kind uses in a file of this version.
+constexpr uint8_t context_slot(EventKind kind, bool per_kind) {
+  return per_kind ? static_cast<uint8_t>(static_cast<uint8_t>(kind) & 0x0f) : 0;
+}
 
 struct ChunkCodecState {
   uint64_t seq = 0;
@@ -34,6 +48,15 @@ class ChunkEncoder {
  public:
   constexpr ChunkEncoder(uint8_t* buffer, size_t capacity, ThreadCodecState* threads, uint32_t max_threads)
       : buffer_(buffer), capacity_(capacity), threads_(threads), max_threads_(max_threads) {}
+
+  // The per-thread state moved (a table that grew, its contents kept).
+  void rebind_threads(ThreadCodecState* threads, uint32_t max_threads) {
+    threads_ = threads;
+    max_threads_ = max_threads;
+  }
+  // false: write v3's one context per thread (tests of older files); the
+  // header must then say v3.
+  void set_context_per_kind(bool per_kind) { per_kind_ = per_kind; }
 
   // Starts a chunk: resets the delta state and leaves room for the header.
   void begin() {
@@ -56,12 +79,13 @@ class ChunkEncoder {
     if (records_ == 0 || first_seq_ == 0) first_seq_ = e.seq;
     if (e.thread >= touched_) touched_ = e.thread + 1;
     ThreadCodecState& t = threads_[e.thread];
+    EventContext& c = t.contexts[context_slot(e.kind, per_kind_)];
     uint8_t tag = static_cast<uint8_t>(e.kind);
     const bool seq_jump = e.seq != state_.seq + 1;
     const bool thread_change = e.thread != state_.thread;
-    const bool context_change = !t.seen || e.device != t.device || e.stream != t.stream ||
-                                static_cast<uint8_t>(e.memory) != t.memory || static_cast<uint8_t>(e.api) != t.api ||
-                                e.flags != t.flags;
+    const bool context_change = !c.seen || e.device != c.device || e.stream != c.stream ||
+                                static_cast<uint8_t>(e.memory) != c.memory || static_cast<uint8_t>(e.api) != c.api ||
+                                e.flags != c.flags;
     const bool range_change = e.range.value != t.range;
     if (seq_jump) tag |= kFieldSeqJump;
     if (thread_change) tag |= kFieldThread;
@@ -78,12 +102,12 @@ class ChunkEncoder {
       *o++ = static_cast<uint8_t>(e.memory);
       *o++ = static_cast<uint8_t>(e.api);
       *o++ = e.flags;
-      t.device = e.device;
-      t.stream = e.stream;
-      t.memory = static_cast<uint8_t>(e.memory);
-      t.api = static_cast<uint8_t>(e.api);
-      t.flags = e.flags;
-      t.seen = true;
+      c.device = e.device;
+      c.stream = e.stream;
+      c.memory = static_cast<uint8_t>(e.memory);
+      c.api = static_cast<uint8_t>(e.api);
+      c.flags = e.flags;
+      c.seen = true;
     }
     if (range_change) {
       o = put_varint(o, e.range.value);
@@ -169,6 +193,7 @@ class ChunkEncoder {
   ChunkCodecState state_;
   uint32_t touched_ = 0;
   uint32_t records_ = 0;
+  bool per_kind_ = true;
   uint64_t first_seq_ = 0;
 };
 

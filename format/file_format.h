@@ -1,6 +1,7 @@
-// The .pstrace file format, version 3 (v2 added the name of a CUPTI allocation
+// The .pstrace file format, version 4 (v2 added the name of a CUPTI allocation
 // or free, see fields_of(kind, api); v3 added the drop reason kWriteFailed, so
-// its drops record holds one more count, see drop_reason_count(version). Older
+// its drops record holds one more count, see drop_reason_count(version); v4
+// keeps an event's context per thread and kind, see ThreadCodecState. Older
 // readers refuse newer files by their header instead of misreading them).
 //
 //   file   := FileHeader chunk*
@@ -23,8 +24,10 @@
 namespace psc::format {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
-constexpr uint16_t kVersion = 3;
-constexpr uint16_t kMinReaderVersion = 3;     // oldest reader that can read what we write
+constexpr uint16_t kVersion = 4;
+constexpr uint16_t kMinReaderVersion = 4;  // oldest reader that can read what we write
+// v4 and later: an event's context (kFieldContext) is kept per thread and kind.
+constexpr bool context_per_kind(uint16_t version) { return version >= 4; }
 constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian
 constexpr uint32_t kMaxChunkPayload = 64u << 20;
 
@@ -39,6 +42,10 @@ enum HeaderFlag : uint32_t {
   // A write to this file failed (disk full, I/O error, file size limit);
   // the events lost are counted as DropReason::kWriteFailed.
   kHeaderWriteFailed = 1u << 3,
+  // Informational: the recorder stamped events with the invariant TSC and
+  // mapped the ticks to CLOCK_MONOTONIC ns before writing them (times mean
+  // the same either way).
+  kHeaderClockTsc = 1u << 4,
 };
 
 struct FileHeader {
@@ -114,7 +121,7 @@ static_assert(sizeof(ChunkHeader) == 32, "ChunkHeader layout is part of format v
 enum FieldBit : uint8_t {
   kFieldSeqJump = 1u << 4,  // seq != previous seq + 1: a zigzag delta follows
   kFieldThread = 1u << 5,   // thread index changes: varint follows
-  kFieldContext = 1u << 6,  // this thread's device/stream/memory/api/flags change
+  kFieldContext = 1u << 6,  // this thread's (v4: and kind's) device/stream/memory/api/flags change
   kFieldRange = 1u << 7,    // this thread's innermost range changes
 };
 

@@ -98,6 +98,8 @@ void load_config() {
   c.fork_policy = (fork && strcmp(fork, "stop") == 0) ? ForkPolicy::kStop : ForkPolicy::kFollow;
   c.disabled = env_flag("PEAKSCOPE_DISABLE");
   c.quiet = env_flag("PEAKSCOPE_QUIET");
+  const char* clock = getenv("PEAKSCOPE_CLOCK");
+  c.allow_tsc = !(clock && strcmp(clock, "monotonic") == 0);
   const char* cupti = getenv("PEAKSCOPE_CUPTI");
   c.cupti = CuptiMode::kAuto;
   if (cupti && strcmp(cupti, "0") == 0) c.cupti = CuptiMode::kOff;

@@ -25,6 +25,7 @@ struct Config {
   ForkPolicy fork_policy;   // PEAKSCOPE_FORK=follow|stop
   bool disabled;            // PEAKSCOPE_DISABLE=1
   bool quiet;               // PEAKSCOPE_QUIET=1: no messages on stderr
+  bool allow_tsc;           // PEAKSCOPE_CLOCK=auto (default) | monotonic: may events stamp the TSC (clock.h)
   CuptiMode cupti;          // PEAKSCOPE_CUPTI=0|1|auto (default auto)
   char cupti_library[512];  // PEAKSCOPE_CUPTI_LIBRARY: what to dlopen ("" = libcupti.so.13)
   int32_t rank;             // RANK (-1 unset)

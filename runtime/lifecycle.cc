@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/recorder.h"
 #include "runtime/signals.h"
@@ -62,6 +63,7 @@ __attribute__((constructor(101))) void psc_initialise() {
     t_state.internal = false;
     return;
   }
+  clock_init(g_config.allow_tsc);
   stamp_clocks();
   g_pid = getpid();
   signals_install(g_pid);

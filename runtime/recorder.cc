@@ -1,10 +1,11 @@
-// The recording hot path. Per event: one TLS read, one clock read, one seq_cst
-// store (busy), one atomic increment (sequence), a 64-byte fill, two release
-// stores. Everything else is out of line.
+// The recording hot path. Per event: one TLS read, one clock read (rdtsc where
+// the TSC is invariant, see clock.h), one seq_cst store (busy), one atomic
+// increment (sequence), a 64-byte fill, two release stores. Everything else is
+// out of line.
 #include "runtime/recorder.h"
 
 #include "runtime/allocated_level.h"
-
+#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/drops.h"
 #include "runtime/state.h"
@@ -106,7 +107,7 @@ __attribute__((always_inline)) inline void emit(const Fields& f) {
   mark_busy(b);
   Event& e = b->slots[head & b->mask];
   e.seq = g_seq.fetch_add(1, std::memory_order_seq_cst) + 1;
-  e.time_ns = f.time_ns ? f.time_ns : sys::monotonic_ns();
+  e.time_ns = f.time_ns ? f.time_ns : event_clock();  // the writer makes ticks ns
   e.address = f.address;
   e.bytes = f.bytes;
   e.stream = f.stream;
@@ -134,7 +135,10 @@ bool enabled() {
   return g_phase.load(std::memory_order_relaxed) == static_cast<uint32_t>(Phase::kRecording) && !t_state.internal;
 }
 
-void record_memory(const MemoryRecord& r) {
+namespace {
+
+// A memory event with `flags` as its flags.
+inline void emit_memory(const MemoryRecord& r, uint8_t flags) {
   Fields f{r.kind};
   f.address = r.address;
   f.bytes = r.bytes;
@@ -142,9 +146,14 @@ void record_memory(const MemoryRecord& r) {
   f.device = r.device;
   f.memory = r.memory;
   f.api = r.api;
-  f.flags = r.flags;
-  if (g_config.reserved_level) f.flags |= kFlagReserved;
+  f.flags = flags;
   emit(f);
+}
+
+}  // namespace
+
+void record_memory(const MemoryRecord& r) {
+  emit_memory(r, g_config.reserved_level ? static_cast<uint8_t>(r.flags | kFlagReserved) : r.flags);
 }
 
 void record_range_push(const char* name, Api api) {
@@ -272,15 +281,7 @@ void reset_buffers_after_fork() {
 // Kept apart from record_memory so that its reserved-level default stays one
 // test; the tensor-event source is rare next to the hooks.
 void record_allocated_level_memory(const MemoryRecord& r) {
-  Fields f{r.kind};
-  f.address = r.address;
-  f.bytes = r.bytes;
-  f.stream = r.stream;
-  f.device = r.device;
-  f.memory = r.memory;
-  f.api = r.api;
-  f.flags = static_cast<uint8_t>(r.flags & ~kFlagReserved);
-  emit(f);
+  emit_memory(r, static_cast<uint8_t>(r.flags & ~kFlagReserved));
 }
 
 }  // namespace psc::rt

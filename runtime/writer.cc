@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "format/chunk_codec.h"
+#include "runtime/clock.h"
 #include "runtime/config.h"
 #include "runtime/drops.h"
 #include "runtime/state.h"
@@ -267,7 +268,8 @@ bool open_file() {
   h.world_size = g_config.world_size > 0 ? g_config.world_size : 0;
   h.record_pid = g_config.primary_pid;
   h.flags = (g_config.host_mode ? format::kHeaderHostMode : 0u) |
-            (g_config.reserved_level ? format::kHeaderReservedLevel : 0u);
+            (g_config.reserved_level ? format::kHeaderReservedLevel : 0u) |
+            (g_clock_tsc ? format::kHeaderClockTsc : 0u);
   h.realtime_ns = g_start_realtime_ns;
   h.monotonic_ns = g_start_monotonic_ns;
   h.monotonic_raw_ns = g_start_monotonic_raw_ns;
@@ -396,7 +398,11 @@ uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t
   const uint64_t n = std::min<uint64_t>(head - tail, kStagingEvents - *drained);
   if (n) {
     Event* out = g_drained + *drained;
-    for (uint64_t i = 0; i < n; ++i) out[i] = b->slots[(tail + i) & b->mask];
+    for (uint64_t i = 0; i < n; ++i) {
+      out[i] = b->slots[(tail + i) & b->mask];
+      // Deferred events carry CLOCK_MONOTONIC ns already (recorder.h).
+      if (!(out[i].flags & kFlagDeferred)) out[i].time_ns = clock_to_ns(out[i].time_ns);
+    }
     b->tail.store(tail + n, std::memory_order_release);
     b->floor_seq = std::max(b->floor_seq, out[n - 1].seq);
     g_runs[(*runs)++] = Run{out, out + n};
@@ -421,6 +427,7 @@ struct LaterRun {
 // Returns the watermark used: every event below it is now in the file.
 uint64_t cycle(bool force) {
   if (!g_chunk) return 0;
+  clock_update();  // before the drain: the events drained were stamped before it
   const uint64_t global_seq = g_seq.load(std::memory_order_seq_cst);
   uint64_t watermark = UINT64_MAX;
   uint32_t drained = 0, runs = 0;
@@ -444,16 +451,22 @@ uint64_t cycle(bool force) {
   while (runs) {
     std::pop_heap(g_runs, g_runs + runs, LaterRun{});
     Run& r = g_runs[runs - 1];
-    const Event& e = *r.next++;
-    if (e.seq < watermark) {
-      if (e.seq < g_last_seq) ++g_late;
-      g_last_seq = std::max(g_last_seq, e.seq);
-      add_record([&] { return g_encoder.add_event(e); });
-      ++g_events_written;
-      ++g_chunk_events;
-    } else {
-      g_spare[kept++] = e;
-    }
+    // Threads' runs interleave in long stretches (a thread holds a core for
+    // its time slice): every event of this run below the next run's head goes
+    // out before the heap is touched again, not one pop and push per event.
+    const uint64_t limit = runs > 1 ? g_runs[0].next->seq : UINT64_MAX;
+    do {
+      const Event& e = *r.next++;
+      if (e.seq < watermark) {
+        if (e.seq < g_last_seq) ++g_late;
+        g_last_seq = std::max(g_last_seq, e.seq);
+        add_record([&] { return g_encoder.add_event(e); });
+        ++g_events_written;
+        ++g_chunk_events;
+      } else {
+        g_spare[kept++] = e;
+      }
+    } while (r.next != r.end && r.next->seq < limit);
     if (r.next == r.end) {
       --runs;
     } else {

@@ -9,6 +9,9 @@
 #include "format/chunk_codec.h"
 #include "format/crc32c.h"
 
+#define PSC_READER_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PSC_READER_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
 namespace psc {
 namespace {
 
@@ -33,36 +36,56 @@ constexpr uint64_t kResyncBudgetPerByte = 4;
 
 std::string at(uint64_t offset) { return " at byte " + std::to_string(offset); }
 
-// Decodes one CRC-checked chunk payload. Returns an empty string on success,
-// else the reason (the caller adds the offset).
+// Decodes one CRC-checked chunk payload into its events, written in place
+// into one buffer reused from chunk to chunk (an event built on the stack and
+// copied cost a store-forwarding stall per field), and hands them to the
+// visitor once the whole chunk has decoded: a chunk delivers all its events
+// or none, and every string its events name is in meta when they arrive.
 class ChunkDecoder {
  public:
-  // string_id_limit: the largest string id this chunk may define or name.
-  std::string decode(const uint8_t* p, const uint8_t* end, uint64_t string_id_limit, TraceMeta& meta,
-                     std::vector<Event>& out) {
+  // string_id_limit: the largest string id this chunk may define or name;
+  // expected_events: the events its header counts (at most one per two
+  // bytes of payload, the smallest record). Returns an empty string on success, else the reason (the
+  // caller adds the offset); *events counts the events delivered.
+  std::string decode(const uint8_t* p, const uint8_t* end, uint64_t string_id_limit, size_t expected_events,
+                     TraceMeta& meta, TraceVisitor& visitor, uint64_t* events) {
+    per_kind_ = format::context_per_kind(meta.header.version);
+    string_id_limit_ = string_id_limit;
+    error_.clear();
+    *events = 0;
     state_ = format::ChunkCodecState{};
     // Only the threads the last chunk used: cost per chunk follows its records.
     for (uint32_t t : touched_) threads_[t] = format::ThreadCodecState{};
     touched_.clear();
-    string_id_limit_ = string_id_limit;
-    error_.clear();
+    // One size for the file's largest chunk; a forged record count cannot inflate it.
+    if (batch_.size() < expected_events) batch_.resize(expected_events);
+    count_ = 0;
     while (p < end) {
       const uint8_t tag = *p++;
       const uint8_t kind = tag & 0x0f;
       if (kind == 0) {
         p = decode_meta(tag, p, end, meta);
       } else if (kind <= kMaxEventKind) {
-        p = decode_event(tag, p, end, out);
+        // More events than the header counts (a forged count): grow, never
+        // past one per two bytes of payload.
+        if (PSC_READER_UNLIKELY(count_ == batch_.size())) batch_.resize(std::max<size_t>(64, 2 * batch_.size()));
+        p = decode_event(tag, p, end, batch_[count_]);
       } else {
         return "unknown record tag " + std::to_string(tag);
       }
       if (!p) return error_.empty() ? "truncated record" : error_;
     }
+    if (count_) visitor.on_events(batch_.data(), count_, meta);
+    *events = count_;
     return {};
   }
 
  private:
-  const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+  static const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+    if (PSC_READER_LIKELY(p != nullptr && p < end && *p < 0x80)) {
+      *v = *p;
+      return p + 1;
+    }
     return p ? format::get_varint(p, end, v) : nullptr;
   }
 
@@ -71,8 +94,8 @@ class ChunkDecoder {
     return nullptr;
   }
 
-  const uint8_t* decode_event(uint8_t tag, const uint8_t* p, const uint8_t* end, std::vector<Event>& out) {
-    Event e{};
+  const uint8_t* decode_event(uint8_t tag, const uint8_t* p, const uint8_t* end, Event& e) {
+    e = Event{};
     e.kind = static_cast<EventKind>(tag & 0x0f);
     uint64_t v = 0;
     e.seq = state_.seq + 1;
@@ -92,56 +115,61 @@ class ChunkDecoder {
     if (e.thread == UINT32_MAX) return fail("event before any thread was named");
     if (e.thread >= threads_.size()) threads_.resize(e.thread + 1);
     format::ThreadCodecState& t = threads_[e.thread];
-    // A thread's first event in a chunk sets its context (or the chunk fails),
-    // so each thread is listed once.
-    if (!t.seen) touched_.push_back(e.thread);
+    if (!t.touched) {
+      t.touched = true;
+      touched_.push_back(e.thread);
+    }
+    format::EventContext& c = t.contexts[format::context_slot(e.kind, per_kind_)];
     if (tag & format::kFieldContext) {
       p = varint(p, end, &v);
       // -1 is the host; every consumer indexes devices from there.
       const int64_t device = format::unzigzag(v);
       if (p && (device < -1 || device > INT16_MAX)) return fail("device " + std::to_string(device) + " out of range");
-      t.device = static_cast<int16_t>(device);
-      p = varint(p, end, &t.stream);
+      c.device = static_cast<int16_t>(device);
+      p = varint(p, end, &c.stream);
       if (!p || end - p < 3) return fail("truncated event context");
-      t.memory = *p++;
-      t.api = *p++;
-      t.flags = *p++;
-      t.seen = true;
-    } else if (!t.seen) {
+      c.memory = *p++;
+      c.api = *p++;
+      c.flags = *p++;
+      c.seen = true;
+    } else if (!c.seen) {
+      // A thread's first event in a chunk (v4: of each kind) sets its context.
       return fail("event without context for thread " + std::to_string(e.thread));
     }
     if (tag & format::kFieldRange) {
       p = varint(p, end, &v);
       t.range = static_cast<uint32_t>(v);
     }
-    const uint8_t fields = format::fields_of(e.kind, static_cast<Api>(t.api));
+    const uint8_t fields = format::fields_of(e.kind, static_cast<Api>(c.api));
     if (fields & format::kHasAddress) {
       p = varint(p, end, &v);
       t.address += static_cast<uint64_t>(format::unzigzag(v));
       e.address = t.address;
     }
     if (fields & format::kHasBytes) p = varint(p, end, &e.bytes);
-    if (fields & format::kHasName) {
-      p = varint(p, end, &v);
-      if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
-      e.name.value = static_cast<uint32_t>(v);
-    }
-    if (fields & format::kHasPayload) {
-      p = varint(p, end, &v);
-      if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
-      e.payload.value = static_cast<uint32_t>(v);
+    if (fields & (format::kHasName | format::kHasPayload)) {
+      if (fields & format::kHasName) {
+        p = varint(p, end, &v);
+        if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
+        e.name.value = static_cast<uint32_t>(v);
+      }
+      if (fields & format::kHasPayload) {
+        p = varint(p, end, &v);
+        if (p && v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
+        e.payload.value = static_cast<uint32_t>(v);
+      }
     }
     if (!p) return nullptr;
-    e.device = t.device;
-    e.stream = t.stream;
-    e.memory = static_cast<MemoryKind>(t.memory);
-    e.api = static_cast<Api>(t.api);
-    e.flags = t.flags;
-    e.range.value = t.range;
     state_.seq = e.seq;
     state_.time_ns = e.time_ns;
     state_.thread = e.thread;
-    out.push_back(e);
+    e.device = c.device;
+    e.stream = c.stream;
+    e.memory = static_cast<MemoryKind>(c.memory);
+    e.api = static_cast<Api>(c.api);
+    e.flags = c.flags;
+    e.range.value = t.range;
+    ++count_;
     return p;
   }
 
@@ -189,6 +217,9 @@ class ChunkDecoder {
   format::ChunkCodecState state_;
   std::vector<format::ThreadCodecState> threads_;
   std::vector<uint32_t> touched_;  // threads with state in this chunk
+  std::vector<Event> batch_;       // the chunk's events; never shrinks
+  size_t count_ = 0;               // events in batch_
+  bool per_kind_ = true;
   uint64_t string_id_limit_ = 0;
   std::string error_;
 };
@@ -320,7 +351,6 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
 
   offset = meta.header.header_bytes;
   ChunkFile chunks(file, status.file_bytes);
-  std::vector<Event> events;
   ChunkDecoder decoder;
   // Damage seen and not yet followed by a good chunk: at the end of the file
   // it is the tail's (truncated or corrupt); followed by a good chunk, a gap.
@@ -346,13 +376,11 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
     const ChunkHeader& h = probe.header;
     const uint64_t chunk_end = offset + sizeof h + h.payload_bytes;
     std::vector<uint8_t>& payload = chunks.payload();
-    events.clear();
-    // Every record could be an event (at least 2 bytes each): one reservation,
-    // no growth while decoding, and a forged count cannot inflate it.
-    events.reserve(std::min<size_t>(h.record_count, h.payload_bytes / 2));
     const uint64_t string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
+    uint64_t events = 0;
     const std::string error =
-        decoder.decode(payload.data(), payload.data() + payload.size(), string_id_limit, meta, events);
+        decoder.decode(payload.data(), payload.data() + payload.size(), string_id_limit,
+                       std::min<size_t>(h.record_count, h.payload_bytes / 2), meta, visitor, &events);
     if (!error.empty()) {
       // Its checksum holds, so its length does: the next chunk starts after it.
       damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + error + ")", chunk_end);
@@ -364,11 +392,10 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
       if (status.gap_reason.empty()) status.gap_reason = damage_reason;
       damage = ReadStatus::State::kComplete;
     }
-    if (!events.empty()) visitor.on_events(events.data(), events.size(), meta);
     offset = chunk_end;
     status.good_bytes = offset;
     ++status.chunks;
-    status.events += events.size();
+    status.events += events;
   }
   if (damage != ReadStatus::State::kComplete) {
     status.state = damage;

@@ -26,8 +26,8 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 format::FileHeader make_file_header(const TraceWriterOptions& options) {
   format::FileHeader h{};
   std::memcpy(h.magic, format::kMagic, sizeof h.magic);
-  h.version = format::kVersion;
-  h.min_reader_version = format::kMinReaderVersion;
+  h.version = options.format_version;
+  h.min_reader_version = options.format_version < format::kVersion ? options.format_version : format::kMinReaderVersion;
   const bool run = options.run_id_source != format::RunIdSource::kNone;
   h.header_bytes = sizeof h + (run ? sizeof(format::RunHeader) : 0);
   h.pid = options.pid;
@@ -55,8 +55,10 @@ format::RunHeader make_run_header(const TraceWriterOptions& options) {
 TraceWriter::TraceWriter(const std::string& path, const TraceWriterOptions& options)
     : path_(path),
       buffer_(std::max<size_t>(options.chunk_bytes, 4096) + sizeof(format::ChunkHeader)),
-      thread_states_(kMaxThreads),
-      encoder_(buffer_.data(), buffer_.size(), thread_states_.data(), kMaxThreads) {
+      thread_states_(kInitialThreads),
+      encoder_(buffer_.data(), buffer_.size(), thread_states_.data(), kInitialThreads) {
+  per_kind_ = format::context_per_kind(options.format_version);
+  encoder_.set_context_per_kind(per_kind_);
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error(path + ": cannot create: " + std::strerror(errno));
   format::FileHeader h = make_file_header(options);
@@ -93,7 +95,9 @@ void TraceWriter::ensure_room(size_t bytes) {
   if (encoder_.room() < bytes) {
     // A record larger than the chunk buffer: grow the buffer for it.
     buffer_.resize(bytes + sizeof(format::ChunkHeader) + 64);
-    encoder_ = format::ChunkEncoder(buffer_.data(), buffer_.size(), thread_states_.data(), kMaxThreads);
+    encoder_ = format::ChunkEncoder(buffer_.data(), buffer_.size(), thread_states_.data(),
+                                    static_cast<uint32_t>(thread_states_.size()));
+    encoder_.set_context_per_kind(per_kind_);
     encoder_.begin();
   }
 }
@@ -115,6 +119,12 @@ void TraceWriter::thread(uint32_t index, uint64_t os_tid, std::string_view name)
 
 void TraceWriter::event(const Event& e) {
   if (e.thread >= kMaxThreads) throw std::runtime_error(path_ + ": thread index too large for the trace writer");
+  if (e.thread >= thread_states_.size()) {
+    // Grown on demand: a thread's state is a few hundred bytes, and most
+    // traces have a handful of threads.
+    thread_states_.resize(std::min<size_t>(kMaxThreads, std::max<size_t>(e.thread + 1, 2 * thread_states_.size())));
+    encoder_.rebind_threads(thread_states_.data(), static_cast<uint32_t>(thread_states_.size()));
+  }
   ensure_room(format::kMaxEventRecord);
   encoder_.add_event(e);
   ++events_;

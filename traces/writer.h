@@ -30,11 +30,15 @@ struct TraceWriterOptions {
   std::string run_id;  // format::RunHeader, written only when the source is not kNone
   format::RunIdSource run_id_source = format::RunIdSource::kNone;
   size_t chunk_bytes = 1u << 20;
+  // The format version to write: format::kVersion, or 3 (one context per
+  // thread), for tests that need a file as an older recorder wrote it.
+  uint16_t format_version = format::kVersion;
 };
 
 class TraceWriter {
  public:
   static constexpr uint32_t kMaxThreads = 1u << 16;
+  static constexpr uint32_t kInitialThreads = 64;  // the state table grows from here
 
   // Throws std::runtime_error when the file cannot be created.
   TraceWriter(const std::string& path, const TraceWriterOptions& options);
@@ -64,6 +68,7 @@ class TraceWriter {
   std::unordered_map<std::string, uint32_t> string_ids_;
   uint64_t events_ = 0;
   bool closed_ = false;
+  bool per_kind_ = true;  // format::context_per_kind(options.format_version)
 };
 
 // Fills a FileHeader (magic, version, CRC) from the options; header_bytes

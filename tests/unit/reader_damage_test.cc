@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -61,8 +62,9 @@ class Scratch {
 };
 
 // A small multi-chunk trace with ranges, waves and memory events.
-void write_sample(const std::string& path) {
+void write_sample(const std::string& path, uint16_t format_version = format::kVersion) {
   TraceWriterOptions options;
+  options.format_version = format_version;
   options.chunk_bytes = 4096;
   options.command = "sample";
   SyntheticTrace t(path, options);
@@ -312,16 +314,27 @@ TEST(ReaderHeaders, NewerFormatIsRefusedWithTheVersion) {
   }
 }
 
-// v2 only added the name of CUPTI allocations; a v1 file (none of those) reads
-// exactly as it did.
+// v2 only added the name of CUPTI allocations and v3 a drop count; a v1 file
+// (none of those) reads exactly as it did. v4 changed the encoding of
+// contexts: the same events written as v3 and as v4 read back the same.
 TEST(ReaderHeaders, VersionOneFilesStillRead) {
-  TempTrace original("v2_src");
-  write_sample(original.path);
+  TempTrace current("v4_src");
+  write_sample(current.path);
+  TempTrace original("v3_src");
+  write_sample(original.path, 3);
   std::vector<uint8_t> bytes = slurp(original.path);
   format::FileHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
-  EXPECT_EQ(h.version, format::kVersion);
-  EXPECT_EQ(h.min_reader_version, format::kMinReaderVersion);
+  EXPECT_EQ(h.version, 3);
+  EXPECT_EQ(h.min_reader_version, 3);
+  {
+    const LoadedTrace v3 = load_trace(original.path);
+    const LoadedTrace v4 = load_trace(current.path);
+    EXPECT_LT(v4.status.file_bytes, v3.status.file_bytes);
+    ASSERT_EQ(v3.events.size(), v4.events.size());
+    for (size_t i = 0; i < v3.events.size(); ++i)
+      ASSERT_EQ(std::memcmp(&v3.events[i], &v4.events[i], sizeof(Event)), 0) << i;
+  }
   h.version = 1;
   h.min_reader_version = 1;
   reseal(&h);
@@ -375,6 +388,31 @@ TEST(ReaderHeaders, LargerHeaderIsSkipped) {
   const LoadedTrace b = load_trace(file.path);
   EXPECT_TRUE(b.status.complete()) << b.status.reason;
   EXPECT_EQ(a.events.size(), b.events.size());
+}
+
+}  // namespace
+}  // namespace psc
+
+namespace psc {
+namespace {
+
+// tests/golden/fixture.v3.pstrace is the export fixture as the v3 writer
+// wrote it (one context per thread); the current writer's fixture.pstrace
+// holds the same trace in v4. Both read to the same events and metadata.
+TEST(ReaderHeaders, TheVersionThreeFixtureReadsAsTheCurrentOne) {
+  const char* root = std::getenv("PSC_SOURCE_DIR");  // as the golden tests find it
+  const std::string dir = (root ? std::string(root) + "/" : std::string()) + "tests/golden/";
+  const LoadedTrace v3 = load_trace(dir + "fixture.v3.pstrace");
+  const LoadedTrace v4 = load_trace(dir + "fixture.pstrace");
+  EXPECT_EQ(v3.meta.header.version, 3);
+  EXPECT_EQ(v4.meta.header.version, format::kVersion);
+  EXPECT_TRUE(v3.status.complete()) << v3.status.reason;
+  EXPECT_EQ(v3.meta.strings, v4.meta.strings);
+  EXPECT_EQ(v3.meta.command, v4.meta.command);
+  EXPECT_EQ(v3.meta.clean_end, v4.meta.clean_end);
+  ASSERT_EQ(v3.events.size(), v4.events.size());
+  for (size_t i = 0; i < v3.events.size(); ++i)
+    ASSERT_EQ(std::memcmp(&v3.events[i], &v4.events[i], sizeof(Event)), 0) << "event " << i;
 }
 
 }  // namespace

@@ -208,3 +208,42 @@ TEST(ReaderRoundTrip, NamesForEnums) {
 
 }  // namespace
 }  // namespace psc
+
+namespace psc {
+namespace {
+
+// A chunk's events reach the visitor once the whole chunk has decoded: an
+// event that names a string whose record comes later in the same chunk finds
+// the string in meta when it arrives.
+TEST(ReaderRoundTrip, AStringDefinedLaterInItsChunkIsThereWhenTheEventArrives) {
+  TempTrace file("late_string");
+  constexpr int kEvents = 20000;  // several batches, one 1 MiB chunk
+  {
+    TraceWriter w(file.path, TraceWriterOptions{});
+    w.thread(0, 1, "t");
+    const StringId early = w.intern("early");
+    for (int i = 0; i < kEvents; ++i) {
+      Event e{};
+      e.seq = static_cast<uint64_t>(i) + 1;
+      e.time_ns = static_cast<uint64_t>(i) * 10;
+      e.kind = EventKind::kMark;
+      e.name = i == kEvents / 2 ? StringId{early.value + 1} : early;  // the next id, interned below
+      w.event(e);
+    }
+    ASSERT_EQ(w.intern("late").value, early.value + 1);
+    w.close();
+  }
+  struct Checker : TraceVisitor {
+    uint64_t count = 0;
+    void on_events(const Event* e, size_t n, const TraceMeta& meta) override {
+      for (size_t i = 0; i < n; ++i, ++count)
+        EXPECT_EQ(meta.string(e[i].name), count == kEvents / 2 ? "late" : "early") << "event " << count;
+    }
+  } checker;
+  const ReadStatus status = read_trace(file.path, checker);
+  EXPECT_EQ(status.chunks, 1u);
+  EXPECT_EQ(checker.count, static_cast<uint64_t>(kEvents));
+}
+
+}  // namespace
+}  // namespace psc

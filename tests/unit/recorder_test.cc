@@ -113,6 +113,34 @@ TEST(Recorder, ShortLivedThreadsLoseNothing) {
   EXPECT_LE(r.per_thread.size(), static_cast<size_t>(kWaves * kThreads));
 }
 
+uint64_t monotonic_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Times are CLOCK_MONOTONIC ns whichever clock stamped the events (runtime/clock.h:
+// TSC ticks mapped by the writer where the TSC is invariant): inside the run,
+// and never backwards on a thread.
+TEST(Recorder, EventTimesAreMonotonicNanosecondsOnEitherClock) {
+  for (const std::string clock : {"auto", "monotonic"}) {
+    Scratch s;
+    const uint64_t before = monotonic_now_ns();
+    ASSERT_EQ(record(s.path("t.pstrace"), "pairs 2 50000 4096", "PEAKSCOPE_CLOCK=" + clock), 0);
+    const uint64_t after = monotonic_now_ns();
+    LoadedTrace t = load_trace(s.path("t.pstrace"));
+    ASSERT_EQ(t.events.size(), 200000u) << clock;
+    if (clock == "monotonic") EXPECT_EQ(t.meta.header.flags & format::kHeaderClockTsc, 0u) << "never the TSC";
+    std::map<uint32_t, uint64_t> last;
+    for (const Event& e : t.events) {
+      ASSERT_GE(e.time_ns, before) << clock << " seq " << e.seq;
+      ASSERT_LE(e.time_ns, after) << clock << " seq " << e.seq;
+      ASSERT_GE(e.time_ns, last[e.thread]) << clock << " seq " << e.seq << ": backwards on its thread";
+      last[e.thread] = e.time_ns;
+    }
+  }
+}
+
 TEST(Recorder, ReallocOfATrackedBlockIsAFreeThenAnAlloc) {
   Scratch s;
   ASSERT_EQ(record(s.path("t.pstrace"), "realloc"), 0);
