@@ -130,7 +130,9 @@ TEST(Recorder, EventTimesAreMonotonicNanosecondsOnEitherClock) {
     const uint64_t after = monotonic_now_ns();
     LoadedTrace t = load_trace(s.path("t.pstrace"));
     ASSERT_EQ(t.events.size(), 200000u) << clock;
-    if (clock == "monotonic") EXPECT_EQ(t.meta.header.flags & format::kHeaderClockTsc, 0u) << "never the TSC";
+    if (clock == "monotonic") {
+      EXPECT_EQ(t.meta.header.flags & format::kHeaderClockTsc, 0u) << "never the TSC";
+    }
     std::map<uint32_t, uint64_t> last;
     for (const Event& e : t.events) {
       ASSERT_GE(e.time_ns, before) << clock << " seq " << e.seq;
