@@ -64,14 +64,8 @@ RunReport make_run_report(const std::vector<Analysis>& analyses, const Run* grou
     run.id_source = grouped_run->id_source;
   }
   for (const Analysis& a : analyses) run.members.push_back(&a);
-  std::stable_sort(run.members.begin(), run.members.end(), [](const Analysis* x, const Analysis* y) {
-    const bool xr = x->trace.header.rank >= 0, yr = y->trace.header.rank >= 0;
-    if (xr != yr) return xr;
-    if (x->trace.header.rank != y->trace.header.rank) return x->trace.header.rank < y->trace.header.rank;
-    const std::string xh = host_of(*x), yh = host_of(*y);
-    if (xh != yh) return xh < yh;
-    return x->trace.header.pid < y->trace.header.pid;
-  });
+  std::stable_sort(run.members.begin(), run.members.end(),
+                   [](const Analysis* x, const Analysis* y) { return runs_before(x->trace.header, y->trace.header); });
   for (size_t i = 0; i < run.members.size(); ++i) {
     const Analysis& a = *run.members[i];
     if (!a.peak.site.reached) continue;

@@ -38,14 +38,8 @@ class UnionFind {
 };
 
 void order_members(std::vector<RunMember>& members) {
-  std::stable_sort(members.begin(), members.end(), [](const RunMember& x, const RunMember& y) {
-    const bool xr = x.header.rank >= 0, yr = y.header.rank >= 0;
-    if (xr != yr) return xr;
-    if (x.header.rank != y.header.rank) return x.header.rank < y.header.rank;
-    const std::string xh = host_of(x.header), yh = host_of(y.header);
-    if (xh != yh) return xh < yh;
-    return x.header.pid < y.header.pid;
-  });
+  std::stable_sort(members.begin(), members.end(),
+                   [](const RunMember& x, const RunMember& y) { return runs_before(x.header, y.header); });
 }
 
 Run make_run(std::vector<RunMember> members) {
@@ -77,6 +71,15 @@ Run make_run(std::vector<RunMember> members) {
 
 std::string host_of(const format::FileHeader& header) {
   return std::string(header.hostname, strnlen(header.hostname, sizeof header.hostname));
+}
+
+bool runs_before(const format::FileHeader& x, const format::FileHeader& y) {
+  const bool xr = x.rank >= 0, yr = y.rank >= 0;
+  if (xr != yr) return xr;
+  if (x.rank != y.rank) return x.rank < y.rank;
+  const std::string xh = host_of(x), yh = host_of(y);
+  if (xh != yh) return xh < yh;
+  return x.pid < y.pid;
 }
 
 std::vector<Run> group_members(std::vector<RunMember> members) {

@@ -40,6 +40,9 @@ struct Run {
 // The host name a trace's header holds.
 std::string host_of(const format::FileHeader& header);
 
+// The run's order: ranked traces first, by rank, then by host and pid.
+bool runs_before(const format::FileHeader& x, const format::FileHeader& y);
+
 // Reads each file's headers (TraceError for one that is not a trace) and
 // groups them; runs in order of their first member in `paths`.
 std::vector<Run> group_runs(const std::vector<std::string>& paths);

@@ -136,6 +136,7 @@ struct WindowFiles {
 // their headers, so their processes and places on the run's clock stay theirs.
 void export_run(const Exporter& exporter, const ExportArgs& a) {
   Run run = choose_run(a.traces, a.run_id);
+  const std::vector<RunMember> members = run.members;  // as they are, before a summary replaces their files
   WindowFiles windows;
   if (a.window.active()) {
     for (size_t i = 0; i < run.members.size(); ++i) {
@@ -149,8 +150,7 @@ void export_run(const Exporter& exporter, const ExportArgs& a) {
   progress_done();
   fmt::print("peakscope export: {} traces of run {} as one process each{}:\n", run.members.size(),
              run.id.empty() ? "(no run id)" : "'" + run.id + "'", a.window.active() ? ", summarized" : "");
-  const Run listed = choose_run(a.traces, a.run_id);
-  for (const RunMember& m : listed.members) fmt::print("  {}  {}\n", member_label(m), m.path);
+  for (const RunMember& m : members) fmt::print("  {}  {}\n", member_label(m), m.path);
 }
 
 }  // namespace
