@@ -345,13 +345,15 @@ TEST_F(RunExport, PerfettoHasASequenceAndAProcessPerMemberOnRealtime) {
         }
       s.delta = s.snapshot[pf::clock::kFirstSequenceClock];
     }
-    if (const Field* t = find(packet, pf::packet::kTrackDescriptor))
-      if (const Field* p = find(decode(t->bytes), pf::track::kProcess)) {
+    if (const Field* t = find(packet, pf::packet::kTrackDescriptor)) {
+      const std::vector<Field> track = decode(t->bytes);  // find() points into it
+      if (const Field* p = find(track, pf::track::kProcess)) {
         const std::vector<Field> process = decode(p->bytes);
         const Field* name = find(process, pf::process::kName);
         if (name) s.processes.insert(std::string(name->bytes));
         process_pids[value_of(process, pf::process::kPid)] = value_of(packet, pf::packet::kTrustedSequenceId);
       }
+    }
     if (find(packet, pf::packet::kTrackEvent)) {
       const uint64_t ts = value_of(packet, pf::packet::kTimestamp);
       if (find(packet, pf::packet::kTimestampClockId)) {
