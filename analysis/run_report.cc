@@ -22,9 +22,7 @@ std::string rank_label(const Analysis& a) {
   return a.trace.header.rank >= 0 ? std::to_string(a.trace.header.rank) : std::string("-");
 }
 
-// Whether a trace is one of the run's ranks (the launcher's own trace, and
-// a rank's forked children, are members that are not).
-bool is_rank_trace(const Analysis& a) { return a.trace.header.rank >= 0 && a.trace.header.parent_pid == 0; }
+bool is_rank_trace(const Analysis& a) { return psc::is_rank_trace(a.trace.header); }
 
 std::string where(const Analysis& a) {
   if (!a.peak.site.reached) return "(nothing live)";

@@ -155,16 +155,14 @@ std::vector<RunCheck> check_runs(const std::vector<Run>& runs, const std::vector
     RunCheck c;
     c.id = run.id;
     for (const RunMember& m : run.members) {
-      if (m.header.rank < 0) continue;
+      if (!is_rank_trace(m.header)) continue;
       RankCheck r;
       r.member = m;
-      bool first = true;
       for (const CheckRow& row : rows) {
         if (row.trace != m.path) continue;
         const double e = row.raw_error_of(floor_only);
-        r.max_raw_error = first ? e : std::max(r.max_raw_error, e);
-        r.min_raw_error = first ? e : std::min(r.min_raw_error, e);
-        first = false;
+        r.max_raw_error = r.waves ? std::max(r.max_raw_error, e) : e;
+        r.min_raw_error = r.waves ? std::min(r.min_raw_error, e) : e;
         ++r.waves;
         r.under += row.under_estimate(floor_only);
         r.largest_measured = std::max(r.largest_measured, row.measured_peak_bytes);

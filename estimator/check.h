@@ -95,8 +95,8 @@ struct RunCheck {
   size_t verdict_under() const { return busiest < 0 ? 0 : ranks[static_cast<size_t>(busiest)].under; }
 };
 
-// One RunCheck per run among the checked traces that has ranked members
-// (traces without a rank are checked as before, apart from any run).
+// One RunCheck per run among the checked traces that has rank traces
+// (is_rank_trace; the others are checked as before, apart from any run).
 std::vector<RunCheck> check_runs(const std::vector<Run>& runs, const std::vector<CheckRow>& rows, bool floor_only);
 
 }  // namespace psc

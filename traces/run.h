@@ -40,6 +40,11 @@ struct Run {
 // The host name a trace's header holds.
 std::string host_of(const format::FileHeader& header);
 
+// Whether a trace is one of the run's ranks: RANK was set and it is not a
+// process forked from one (the launcher's own trace, and a rank's forked
+// children, are members that are not).
+inline bool is_rank_trace(const format::FileHeader& header) { return header.rank >= 0 && header.parent_pid == 0; }
+
 // The run's order: ranked traces first, by rank, then by host and pid.
 bool runs_before(const format::FileHeader& x, const format::FileHeader& y);
 
