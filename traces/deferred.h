@@ -124,6 +124,7 @@ class PlacedReader : public TraceVisitor {
   void on_begin(const TraceMeta& meta) override;
   void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
+  bool finished() const override { return inner_.finished(); }
 
  private:
   void sync_meta(const TraceMeta& meta);

@@ -396,6 +396,10 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
     status.good_bytes = offset;
     ++status.chunks;
     status.events += events;
+    if (events && visitor.finished()) {
+      status.stopped = true;
+      break;
+    }
   }
   if (damage != ReadStatus::State::kComplete) {
     status.state = damage;

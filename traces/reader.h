@@ -72,6 +72,7 @@ struct ReadStatus {
   // Why reading stopped early, with the byte offset; for kGap, the first gap
   // and the totals.
   std::string reason;
+  bool stopped = false;  // the visitor finished early (TraceVisitor::finished): the rest was not read
 
   bool complete() const { return state == State::kComplete; }
 };
@@ -83,6 +84,10 @@ class TraceVisitor {
   // A batch of events in sequence order; strings they name are already in meta.
   virtual void on_events(const Event* events, size_t count, const TraceMeta& meta) = 0;
   virtual void on_end(const TraceMeta& /*meta*/, const ReadStatus& /*status*/) {}
+  // Asked after every batch: true when the visitor has seen all it needs (a
+  // window that ended). The reader then reads no further chunk and calls
+  // on_end with the status of what it read; ReadStatus::stopped says so.
+  virtual bool finished() const { return false; }
 };
 
 // Reads the whole file. Throws TraceError when the file cannot be read as a trace.

@@ -127,6 +127,55 @@ TEST(ReaderRoundTrip, EveryFieldOfEveryKindAcrossManyChunks) {
   EXPECT_EQ(meta.string(StringId{999999}), "");
 }
 
+// A visitor that has what it needs stops the read: no chunk after the batch
+// where it said so is read, and the status says the read stopped.
+TEST(ReaderRoundTrip, AFinishedVisitorStopsTheRead) {
+  TempTrace file("stop");
+  TraceWriterOptions options;
+  options.chunk_bytes = 4096;
+  {
+    TraceWriter w(file.path, options);
+    w.thread(0, 100, "main");
+    for (uint64_t i = 1; i <= 20000; ++i) {
+      Event e{};
+      e.seq = i;
+      e.time_ns = 1000 * i;
+      e.kind = EventKind::kAlloc;
+      e.address = 0x1000 * i;
+      e.bytes = 64;
+      w.event(e);
+    }
+    w.close();
+  }
+  struct StopAfter : TraceVisitor {
+    uint64_t limit = 0, seen = 0, batches = 0;
+    bool ended = false;
+    void on_events(const Event*, size_t n, const TraceMeta&) override {
+      seen += n;
+      ++batches;
+    }
+    void on_end(const TraceMeta&, const ReadStatus&) override { ended = true; }
+    bool finished() const override { return seen >= limit; }
+  };
+  StopAfter all;
+  all.limit = UINT64_MAX;
+  const ReadStatus whole = read_trace(file.path, all);
+  ASSERT_GT(whole.chunks, 10u);
+  EXPECT_FALSE(whole.stopped);
+  EXPECT_EQ(all.seen, 20000u);
+
+  StopAfter some;
+  some.limit = 5000;
+  const ReadStatus part = read_trace(file.path, some);
+  EXPECT_TRUE(part.stopped);
+  EXPECT_TRUE(some.ended);
+  EXPECT_GE(some.seen, 5000u);
+  EXPECT_LT(some.seen, 20000u);
+  EXPECT_EQ(part.events, some.seen);
+  EXPECT_EQ(part.chunks, some.batches);  // not one chunk more than the one that finished it
+  EXPECT_LT(part.good_bytes, whole.good_bytes);
+}
+
 TEST(ReaderRoundTrip, StringLargerThanAChunk) {
   TempTrace file("bigstring");
   TraceWriterOptions options;
