@@ -1,9 +1,18 @@
 #include "traces/reader.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <set>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 
 #include "common/input_file.h"
 #include "format/chunk_codec.h"
@@ -36,47 +45,117 @@ constexpr uint64_t kResyncBudgetPerByte = 4;
 
 std::string at(uint64_t offset) { return " at byte " + std::to_string(offset); }
 
+// What a chunk's metadata records say (strings, thread names, drop and late
+// counts, the command line, the end mark), gathered while it decodes and
+// applied to the TraceMeta in file order, before its events are handed
+// over: a chunk may decode on another thread while the visitor reads the
+// one before it, and a chunk that fails to decode changes nothing.
+struct MetaRecords {
+  struct Thread {
+    uint32_t index;
+    uint64_t os_tid;
+    std::string name;
+  };
+  std::vector<std::pair<uint32_t, std::string>> strings;
+  std::vector<Thread> threads;
+  int drop_counts = 0;  // how many of `drops` the chunk set (0: none)
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  bool has_late = false;
+  uint64_t late_events = 0;
+  bool clean_end = false;
+  bool has_command = false;
+  std::string command;
+
+  void clear() { *this = MetaRecords{}; }
+  void apply_to(TraceMeta& meta) {
+    for (auto& [id, text] : strings) {
+      if (id >= meta.strings.size()) meta.strings.resize(id + 1);
+      meta.strings[id] = std::move(text);
+    }
+    for (Thread& t : threads) {
+      if (t.index >= meta.threads.size()) meta.threads.resize(t.index + 1);
+      meta.threads[t.index].index = t.index;
+      meta.threads[t.index].os_tid = t.os_tid;
+      meta.threads[t.index].name = std::move(t.name);
+    }
+    for (int i = 0; i < drop_counts; ++i) meta.drops[static_cast<size_t>(i)] = drops[static_cast<size_t>(i)];
+    if (has_late) meta.late_events = late_events;
+    if (clean_end) meta.clean_end = true;
+    if (has_command) meta.command = std::move(command);
+  }
+};
+
+// One chunk on its way from the file to the visitor: the payload read (and
+// CRC-checked) in file order, decoded on whichever thread is free, handed
+// over in file order.
+struct DecodedChunk {
+  std::vector<uint8_t> payload;
+  uint64_t string_id_limit = 0;
+  size_t expected_events = 0;
+  // The decode's results.
+  std::vector<Event> events;  // the first `count` are the chunk's; never shrinks
+  size_t count = 0;
+  MetaRecords meta;
+  std::string error;           // why it did not decode ("" when it did)
+  std::exception_ptr failure;  // what the decode threw (an allocation that failed)
+};
+
 // Decodes one CRC-checked chunk payload into its events, written in place
-// into one buffer reused from chunk to chunk (an event built on the stack and
-// copied cost a store-forwarding stall per field), and hands them to the
-// visitor once the whole chunk has decoded: a chunk delivers all its events
-// or none, and every string its events name is in meta when they arrive.
+// into the chunk's buffer, reused from chunk to chunk (an event built on the
+// stack and copied cost a store-forwarding stall per field). A chunk
+// delivers all its events or none, and every string its events name is in
+// meta when they arrive (MetaRecords). One decoder per decoding thread: it
+// keeps per-thread delta state between calls only to reset it cheaply.
 class ChunkDecoder {
  public:
-  // string_id_limit: the largest string id this chunk may define or name;
-  // expected_events: the events its header counts (at most one per two
-  // bytes of payload, the smallest record). Returns an empty string on success, else the reason (the
-  // caller adds the offset); *events counts the events delivered.
-  std::string decode(const uint8_t* p, const uint8_t* end, uint64_t string_id_limit, size_t expected_events,
-                     TraceMeta& meta, TraceVisitor& visitor, uint64_t* events) {
-    per_kind_ = format::context_per_kind(meta.header.version);
-    string_id_limit_ = string_id_limit;
+  explicit ChunkDecoder(uint16_t version)
+      : per_kind_(format::context_per_kind(version)), drop_counts_(format::drop_reason_count(version)) {}
+
+  // chunk.string_id_limit: the largest string id this chunk may define or
+  // name; chunk.expected_events: the events its header counts (at most one
+  // per two bytes of payload, the smallest record). Sets chunk.error to the
+  // reason when the payload does not decode (the caller adds the offset).
+  void decode(DecodedChunk& chunk) {
+    chunk.count = 0;
+    chunk.meta.clear();
+    chunk.error.clear();
+    chunk.failure = nullptr;
+    try {
+      chunk.error = decode(chunk.payload.data(), chunk.payload.data() + chunk.payload.size(), chunk);
+    } catch (...) {
+      chunk.failure = std::current_exception();
+    }
+    if (!chunk.error.empty() || chunk.failure) chunk.count = 0;
+  }
+
+ private:
+  std::string decode(const uint8_t* p, const uint8_t* end, DecodedChunk& chunk) {
+    string_id_limit_ = chunk.string_id_limit;
     error_.clear();
-    *events = 0;
     state_ = format::ChunkCodecState{};
     // Only the threads the last chunk used: cost per chunk follows its records.
     for (uint32_t t : touched_) threads_[t] = format::ThreadCodecState{};
     touched_.clear();
     // One size for the file's largest chunk; a forged record count cannot inflate it.
-    if (batch_.size() < expected_events) batch_.resize(expected_events);
-    count_ = 0;
+    std::vector<Event>& batch = chunk.events;
+    if (batch.size() < chunk.expected_events) batch.resize(chunk.expected_events);
+    size_t& count = chunk.count;
     while (p < end) {
       const uint8_t tag = *p++;
       const uint8_t kind = tag & 0x0f;
       if (kind == 0) {
-        p = decode_meta(tag, p, end, meta);
+        p = decode_meta(tag, p, end, chunk.meta);
       } else if (kind <= kMaxEventKind) {
         // More events than the header counts (a forged count): grow, never
         // past one per two bytes of payload.
-        if (PSC_READER_UNLIKELY(count_ == batch_.size())) batch_.resize(std::max<size_t>(64, 2 * batch_.size()));
-        p = decode_event(tag, p, end, batch_[count_]);
+        if (PSC_READER_UNLIKELY(count == batch.size())) batch.resize(std::max<size_t>(64, 2 * batch.size()));
+        p = decode_event(tag, p, end, batch[count]);
+        if (p) ++count;
       } else {
         return "unknown record tag " + std::to_string(tag);
       }
       if (!p) return error_.empty() ? "truncated record" : error_;
     }
-    if (count_) visitor.on_events(batch_.data(), count_, meta);
-    *events = count_;
     return {};
   }
 
@@ -169,7 +248,6 @@ class ChunkDecoder {
     e.api = static_cast<Api>(c.api);
     e.flags = c.flags;
     e.range.value = t.range;
-    ++count_;
     return p;
   }
 
@@ -182,34 +260,32 @@ class ChunkDecoder {
     return p + length;
   }
 
-  const uint8_t* decode_meta(uint8_t tag, const uint8_t* p, const uint8_t* end, TraceMeta& meta) {
+  const uint8_t* decode_meta(uint8_t tag, const uint8_t* p, const uint8_t* end, MetaRecords& meta) {
     uint64_t v = 0;
     switch (tag) {
       case format::kMetaString: {
         p = varint(p, end, &v);
         if (!p) return nullptr;
         if (v == 0 || v > string_id_limit_) return fail("string id " + std::to_string(v) + " out of range");
-        if (v >= meta.strings.size()) meta.strings.resize(v + 1);
-        return decode_blob(p, end, &meta.strings[v]);
+        meta.strings.emplace_back(static_cast<uint32_t>(v), std::string());
+        return decode_blob(p, end, &meta.strings.back().second);
       }
       case format::kMetaThread: {
         uint64_t tid = 0;
         p = varint(varint(p, end, &v), end, &tid);
         if (!p) return nullptr;
         if (v > kMaxThreadIndex) return fail("thread index " + std::to_string(v) + " out of range");
-        if (v >= meta.threads.size()) meta.threads.resize(v + 1);
-        meta.threads[v].index = static_cast<uint32_t>(v);
-        meta.threads[v].os_tid = tid;
-        return decode_blob(p, end, &meta.threads[v].name);
+        meta.threads.push_back(MetaRecords::Thread{static_cast<uint32_t>(v), tid, {}});
+        return decode_blob(p, end, &meta.threads.back().name);
       }
       case format::kMetaDrops:
         // As many counts as the file's version has reasons (v2: no write_failed).
-        for (int i = 0; i < format::drop_reason_count(meta.header.version); ++i)
-          p = varint(p, end, &meta.drops[static_cast<size_t>(i)]);
+        for (int i = 0; i < drop_counts_; ++i) p = varint(p, end, &meta.drops[static_cast<size_t>(i)]);
+        meta.drop_counts = drop_counts_;
         return p;
-      case format::kMetaLate: return varint(p, end, &meta.late_events);
+      case format::kMetaLate: meta.has_late = true; return varint(p, end, &meta.late_events);
       case format::kMetaEnd: meta.clean_end = true; return varint(p, end, &v);
-      case format::kMetaCommand: return decode_blob(p, end, &meta.command);
+      case format::kMetaCommand: meta.has_command = true; return decode_blob(p, end, &meta.command);
       default: return fail("unknown metadata tag " + std::to_string(tag));
     }
   }
@@ -217,9 +293,8 @@ class ChunkDecoder {
   format::ChunkCodecState state_;
   std::vector<format::ThreadCodecState> threads_;
   std::vector<uint32_t> touched_;  // threads with state in this chunk
-  std::vector<Event> batch_;       // the chunk's events; never shrinks
-  size_t count_ = 0;               // events in batch_
   bool per_kind_ = true;
+  int drop_counts_ = 0;
   uint64_t string_id_limit_ = 0;
   std::string error_;
 };
@@ -335,9 +410,97 @@ class ChunkFile {
   std::vector<uint8_t> payload_;
 };
 
+// How many threads decode chunks beside the one that reads the file and
+// calls the visitor: ReadOptions::decode_threads, else PEAKSCOPE_READ_THREADS
+// (0: decode on the reading thread), else one per processor, up to 4; none
+// for a file too small to be worth a thread.
+constexpr uint64_t kParallelMinBytes = 4u << 20;
+constexpr unsigned kMaxDecodeThreads = 4;
+
+unsigned decode_threads(const ReadOptions& options, uint64_t file_bytes) {
+  if (options.decode_threads >= 0) return std::min<unsigned>(static_cast<unsigned>(options.decode_threads), 64);
+  if (const char* text = std::getenv("PEAKSCOPE_READ_THREADS"); text && *text) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(text, &end, 10);
+    if (*end == '\0') return static_cast<unsigned>(std::min<unsigned long>(n, 64));
+  }
+  if (file_bytes < kParallelMinBytes) return 0;
+  const unsigned processors = std::thread::hardware_concurrency();
+  return processors >= 2 ? std::min(processors, kMaxDecodeThreads) : 0;
+}
+
+// Chunks decoding on other threads, in the order they were handed in. With
+// no threads, a chunk decodes on the caller's thread when it is handed in.
+// The destructor stops the threads (chunks not yet decoded are left), so a
+// visitor that throws, or finishes early, ends the read cleanly.
+class DecodePool {
+ public:
+  DecodePool(unsigned threads, uint16_t version) : version_(version), inline_(version) {
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~DecodePool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  DecodePool(const DecodePool&) = delete;
+  DecodePool& operator=(const DecodePool&) = delete;
+
+  void submit(DecodedChunk* chunk) {
+    if (threads_.empty()) {
+      inline_.decode(*chunk);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(chunk);
+      done_.erase(chunk);
+    }
+    work_ready_.notify_one();
+  }
+  // Until the chunk has decoded.
+  void wait(DecodedChunk* chunk) {
+    if (threads_.empty()) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    chunk_done_.wait(lock, [&] { return done_.count(chunk) > 0; });
+    done_.erase(chunk);
+  }
+
+ private:
+  void work() {
+    ChunkDecoder decoder(version_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      DecodedChunk* chunk = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      decoder.decode(*chunk);
+      lock.lock();
+      done_.insert(chunk);
+      chunk_done_.notify_all();
+    }
+  }
+
+  uint16_t version_;
+  ChunkDecoder inline_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable chunk_done_;
+  std::deque<DecodedChunk*> queue_;
+  std::set<DecodedChunk*> done_;
+  bool stop_ = false;
+};
+
 // The read itself; *offset follows it so that a failure to allocate can be
 // reported where it happened.
-ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t* offset_out) {
+ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const ReadOptions& options,
+                       uint64_t* offset_out) {
   uint64_t& offset = *offset_out;
   InputFile file(path);
   if (!file.ok()) throw TraceError(path, 0, file.error());
@@ -351,39 +514,81 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
 
   offset = meta.header.header_bytes;
   ChunkFile chunks(file, status.file_bytes);
-  ChunkDecoder decoder;
   // Damage seen and not yet followed by a good chunk: at the end of the file
   // it is the tail's (truncated or corrupt); followed by a good chunk, a gap.
   ReadStatus::State damage = ReadStatus::State::kComplete;
   std::string damage_reason;
   uint64_t damage_offset = 0;
-  auto damaged = [&](ReadStatus::State state, const std::string& why, uint64_t next) {
+  auto damaged = [&](ReadStatus::State state, const std::string& why) {
     if (damage == ReadStatus::State::kComplete) {
       damage = state;
       damage_reason = why + at(offset);
       damage_offset = offset;
     }
-    offset = next;
   };
-  while (offset < status.file_bytes) {
-    const Probe probe = chunks.probe(offset);
-    if (probe.result != Probe::Result::kGood) {
-      const ReadStatus::State state =
-          probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
-      damaged(state, probe.reason, chunks.next_chunk(offset + 1));
+
+  // The file is probed (chunk headers, payloads and their checksums, the
+  // search for the next good chunk after damage) in order on this thread,
+  // and up to `slots` chunks ahead of the visitor; they decode meanwhile.
+  // What the probe finds is handed to the visitor in file order.
+  const unsigned threads = decode_threads(options, status.file_bytes);
+  const size_t slots = threads + 1;
+  std::vector<std::unique_ptr<DecodedChunk>> storage;
+  std::vector<DecodedChunk*> free_chunks;
+  for (size_t i = 0; i < slots; ++i) {
+    storage.push_back(std::make_unique<DecodedChunk>());
+    free_chunks.push_back(storage.back().get());
+  }
+  struct Found {
+    uint64_t offset;                // where it was found
+    uint64_t next;                  // where the probe went on: the chunk's end, or the next good chunk after damage
+    DecodedChunk* chunk = nullptr;  // null: damage
+    ReadStatus::State state = ReadStatus::State::kComplete;
+    std::string reason;
+  };
+  std::deque<Found> found;
+  uint64_t probe_at = meta.header.header_bytes;
+  DecodePool pool(threads, meta.header.version);
+  auto probe_ahead = [&] {
+    while (probe_at < status.file_bytes && !free_chunks.empty() && found.size() < 2 * slots) {
+      const Probe probe = chunks.probe(probe_at);
+      if (probe.result != Probe::Result::kGood) {
+        const ReadStatus::State state =
+            probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
+        const uint64_t next = chunks.next_chunk(probe_at + 1);
+        found.push_back(Found{probe_at, next, nullptr, state, probe.reason});
+        probe_at = next;
+        continue;
+      }
+      const ChunkHeader& h = probe.header;
+      const uint64_t chunk_end = probe_at + sizeof h + h.payload_bytes;
+      DecodedChunk* chunk = free_chunks.back();
+      free_chunks.pop_back();
+      chunk->payload.swap(chunks.payload());
+      chunk->string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
+      chunk->expected_events = std::min<size_t>(h.record_count, h.payload_bytes / 2);
+      found.push_back(Found{probe_at, chunk_end, chunk, ReadStatus::State::kComplete, {}});
+      probe_at = chunk_end;
+      pool.submit(chunk);
+    }
+  };
+  for (;;) {
+    probe_ahead();
+    if (found.empty()) break;
+    Found f = std::move(found.front());
+    found.pop_front();
+    offset = f.offset;
+    if (!f.chunk) {
+      damaged(f.state, f.reason);
       continue;
     }
-    const ChunkHeader& h = probe.header;
-    const uint64_t chunk_end = offset + sizeof h + h.payload_bytes;
-    std::vector<uint8_t>& payload = chunks.payload();
-    const uint64_t string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
-    uint64_t events = 0;
-    const std::string error =
-        decoder.decode(payload.data(), payload.data() + payload.size(), string_id_limit,
-                       std::min<size_t>(h.record_count, h.payload_bytes / 2), meta, visitor, &events);
-    if (!error.empty()) {
+    DecodedChunk& chunk = *f.chunk;
+    pool.wait(&chunk);
+    free_chunks.push_back(&chunk);  // free again once this turn is over: the probe runs only after it
+    if (chunk.failure) std::rethrow_exception(chunk.failure);
+    if (!chunk.error.empty()) {
       // Its checksum holds, so its length does: the next chunk starts after it.
-      damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + error + ")", chunk_end);
+      damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + chunk.error + ")");
       continue;
     }
     if (damage != ReadStatus::State::kComplete) {
@@ -392,11 +597,13 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, uint64_t*
       if (status.gap_reason.empty()) status.gap_reason = damage_reason;
       damage = ReadStatus::State::kComplete;
     }
-    offset = chunk_end;
+    chunk.meta.apply_to(meta);
+    if (chunk.count) visitor.on_events(chunk.events.data(), chunk.count, meta);
+    offset = f.next;
     status.good_bytes = offset;
     ++status.chunks;
-    status.events += events;
-    if (events && visitor.finished()) {
+    status.events += chunk.count;
+    if (chunk.count && visitor.finished()) {
       status.stopped = true;
       break;
     }
@@ -438,10 +645,10 @@ uint64_t TraceMeta::dropped_total() const {
 // The caps above bound what a file can make the reader allocate; an
 // allocation that still fails (here or in a visitor) is reported like any
 // other unreadable file, with the path and where the read was.
-ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
+ReadStatus read_trace(const std::string& path, TraceVisitor& visitor, const ReadOptions& options) {
   uint64_t offset = 0;
   try {
-    return read_chunks(path, visitor, &offset);
+    return read_chunks(path, visitor, options, &offset);
   } catch (const std::bad_alloc&) {
     throw TraceError(path, offset, "out of memory while reading the trace");
   } catch (const std::length_error& e) {
@@ -449,7 +656,7 @@ ReadStatus read_trace(const std::string& path, TraceVisitor& visitor) {
   }
 }
 
-LoadedTrace load_trace(const std::string& path) {
+LoadedTrace load_trace(const std::string& path, const ReadOptions& options) {
   struct Collector : TraceVisitor {
     LoadedTrace* out;
     void on_events(const Event* e, size_t n, const TraceMeta&) override {
@@ -460,7 +667,7 @@ LoadedTrace load_trace(const std::string& path) {
   LoadedTrace loaded;
   Collector collector;
   collector.out = &loaded;
-  loaded.status = read_trace(path, collector);
+  loaded.status = read_trace(path, collector, options);
   return loaded;
 }
 

@@ -90,8 +90,18 @@ class TraceVisitor {
   virtual bool finished() const { return false; }
 };
 
-// Reads the whole file. Throws TraceError when the file cannot be read as a trace.
-ReadStatus read_trace(const std::string& path, TraceVisitor& visitor);
+struct ReadOptions {
+  // Threads that decode chunks while the visitor reads the ones before
+  // (chunks decode on their own: delta state resets at each). -1: the
+  // environment's PEAKSCOPE_READ_THREADS, else one per processor up to 4 for
+  // a file of 4 MiB or more; 0: every chunk decodes on the calling thread.
+  // The visitor is called on the calling thread, in file order, either way.
+  int decode_threads = -1;
+};
+
+// Reads the whole file (or until the visitor is finished). Throws TraceError
+// when the file cannot be read as a trace.
+ReadStatus read_trace(const std::string& path, TraceVisitor& visitor, const ReadOptions& options = {});
 
 // Collects every event into memory: for tests and small traces only.
 struct LoadedTrace {
@@ -99,7 +109,7 @@ struct LoadedTrace {
   ReadStatus status;
   std::vector<Event> events;
 };
-LoadedTrace load_trace(const std::string& path);
+LoadedTrace load_trace(const std::string& path, const ReadOptions& options = {});
 // Only the headers (FileHeader, RunHeader) in meta, nothing else read; throws
 // TraceError as read_trace does for a file that is not a trace.
 TraceMeta read_trace_headers(const std::string& path);

@@ -417,3 +417,141 @@ TEST(ReaderHeaders, TheVersionThreeFixtureReadsAsTheCurrentOne) {
 
 }  // namespace
 }  // namespace psc
+
+namespace psc {
+namespace {
+
+// What one read gives: the events, the status and the metadata, or the
+// error a file that is not a trace throws.
+struct ReadResult {
+  bool threw = false;
+  std::string error;
+  uint64_t error_offset = 0;
+  LoadedTrace trace;
+};
+
+ReadResult read_with(const std::string& path, int decode_threads) {
+  ReadResult r;
+  ReadOptions options;
+  options.decode_threads = decode_threads;
+  try {
+    r.trace = load_trace(path, options);
+  } catch (const TraceError& e) {
+    r.threw = true;
+    r.error = e.what();
+    r.error_offset = e.offset();
+  }
+  return r;
+}
+
+// Chunks decoded on other threads read exactly as chunks decoded one by one
+// on the reading thread: every event byte for byte, the status with its
+// reasons and offsets, and the metadata.
+void expect_same_read(const std::string& path, const std::string& what) {
+  const ReadResult inline_read = read_with(path, 0);
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(what + ", " + std::to_string(threads) + " decoding threads");
+    const ReadResult r = read_with(path, threads);
+    ASSERT_EQ(r.threw, inline_read.threw);
+    EXPECT_EQ(r.error, inline_read.error);
+    EXPECT_EQ(r.error_offset, inline_read.error_offset);
+    if (r.threw) continue;
+    const ReadStatus& a = r.trace.status;
+    const ReadStatus& b = inline_read.trace.status;
+    EXPECT_EQ(a.state, b.state);
+    EXPECT_EQ(a.reason, b.reason);
+    EXPECT_EQ(a.gap_reason, b.gap_reason);
+    EXPECT_EQ(a.good_bytes, b.good_bytes);
+    EXPECT_EQ(a.chunks, b.chunks);
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.gaps, b.gaps);
+    EXPECT_EQ(a.gap_bytes, b.gap_bytes);
+    EXPECT_EQ(r.trace.meta.strings, inline_read.trace.meta.strings);
+    EXPECT_EQ(r.trace.meta.command, inline_read.trace.meta.command);
+    EXPECT_EQ(r.trace.meta.clean_end, inline_read.trace.meta.clean_end);
+    EXPECT_EQ(r.trace.meta.drops, inline_read.trace.meta.drops);
+    EXPECT_EQ(r.trace.meta.late_events, inline_read.trace.meta.late_events);
+    ASSERT_EQ(r.trace.meta.threads.size(), inline_read.trace.meta.threads.size());
+    for (size_t i = 0; i < r.trace.meta.threads.size(); ++i) {
+      EXPECT_EQ(r.trace.meta.threads[i].name, inline_read.trace.meta.threads[i].name);
+      EXPECT_EQ(r.trace.meta.threads[i].os_tid, inline_read.trace.meta.threads[i].os_tid);
+    }
+    ASSERT_EQ(r.trace.events.size(), inline_read.trace.events.size());
+    for (size_t i = 0; i < r.trace.events.size(); ++i)
+      ASSERT_EQ(std::memcmp(&r.trace.events[i], &inline_read.trace.events[i], sizeof(Event)), 0) << "event " << i;
+  }
+}
+
+class ThreadedDamage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_sample(original_.path);
+    bytes_ = slurp(original_.path);
+    ends_ = chunk_ends(bytes_);
+    ASSERT_GE(ends_.size(), 3u);
+    scratch_.fill(bytes_);
+  }
+  TempTrace original_{"original"};
+  TempTrace cut_{"cut"};
+  Scratch scratch_{cut_.path};
+  std::vector<uint8_t> bytes_;
+  std::vector<uint64_t> ends_;
+};
+
+TEST_F(ThreadedDamage, CutsReadTheSameOnEveryThreadCount) {
+  expect_same_read(original_.path, "the whole file");
+  for (uint64_t cut = bytes_.size() + 1; cut-- > 0;) {
+    if ((bytes_.size() - cut) % 7 != 0) continue;
+    scratch_.cut(cut);
+    expect_same_read(cut_.path, "cut at " + std::to_string(cut));
+  }
+}
+
+TEST_F(ThreadedDamage, FlipsAndGarbageReadTheSameOnEveryThreadCount) {
+  for (size_t at = sizeof(format::FileHeader); at < bytes_.size(); at += 13) {
+    scratch_.patch(at, bytes_[at] ^ static_cast<uint8_t>(1u << (at % 8)));
+    expect_same_read(cut_.path, "flip at " + std::to_string(at));
+    scratch_.patch(at, bytes_[at]);
+  }
+  uint64_t rng = 0xdecade;
+  for (int round = 0; round < 60; ++round) {
+    std::vector<size_t> touched;
+    for (int k = 0; k < 1 + round % 4; ++k) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const size_t at = sizeof(format::FileHeader) + (rng >> 33) % (bytes_.size() - sizeof(format::FileHeader));
+      scratch_.patch(at, static_cast<uint8_t>(rng >> 17));
+      touched.push_back(at);
+    }
+    expect_same_read(cut_.path, "garbage round " + std::to_string(round));
+    for (size_t at : touched) scratch_.patch(at, bytes_[at]);
+  }
+}
+
+// A chunk whose checksum holds but whose records do not decode changes
+// nothing: neither its events nor the strings it defined before the bad
+// record reach the visitor, on any thread count.
+TEST_F(ThreadedDamage, AnUndecodableChunkDefinesNoStrings) {
+  std::vector<uint8_t> forged(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]));
+  // A string record (id 4000, "leak"), then a record of unknown kind 15.
+  const uint8_t payload[] = {format::kMetaString, 0xa0, 0x1f, 4, 'l', 'e', 'a', 'k', 0x0f, 0x01};
+  format::ChunkHeader h{};
+  h.magic = format::kChunkMagic;
+  h.payload_bytes = sizeof payload;
+  h.record_count = 1;
+  h.payload_crc = crc32c(payload, sizeof payload);
+  h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
+  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+  forged.insert(forged.end(), hp, hp + sizeof h);
+  forged.insert(forged.end(), payload, payload + sizeof payload);
+  forged.insert(forged.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]), bytes_.end());
+  spit(cut_.path, forged.data(), forged.size());
+  expect_same_read(cut_.path, "forged chunk");
+  const ReadResult r = read_with(cut_.path, 2);
+  ASSERT_FALSE(r.threw);
+  EXPECT_EQ(r.trace.status.state, ReadStatus::State::kGap) << r.trace.status.reason;
+  EXPECT_NE(r.trace.status.reason.find("unknown record tag 15"), std::string::npos) << r.trace.status.reason;
+  EXPECT_EQ(r.trace.meta.string(StringId{4000}), "");
+}
+
+}  // namespace
+}  // namespace psc

@@ -164,16 +164,78 @@ TEST(ReaderRoundTrip, AFinishedVisitorStopsTheRead) {
   EXPECT_FALSE(whole.stopped);
   EXPECT_EQ(all.seen, 20000u);
 
-  StopAfter some;
-  some.limit = 5000;
-  const ReadStatus part = read_trace(file.path, some);
-  EXPECT_TRUE(part.stopped);
-  EXPECT_TRUE(some.ended);
-  EXPECT_GE(some.seen, 5000u);
-  EXPECT_LT(some.seen, 20000u);
-  EXPECT_EQ(part.events, some.seen);
-  EXPECT_EQ(part.chunks, some.batches);  // not one chunk more than the one that finished it
-  EXPECT_LT(part.good_bytes, whole.good_bytes);
+  // Chunks decoding ahead on other threads are not handed over after it either.
+  for (int threads : {0, 1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    ReadOptions options;
+    options.decode_threads = threads;
+    StopAfter some;
+    some.limit = 5000;
+    const ReadStatus part = read_trace(file.path, some, options);
+    EXPECT_TRUE(part.stopped);
+    EXPECT_TRUE(some.ended);
+    EXPECT_GE(some.seen, 5000u);
+    EXPECT_LT(some.seen, 20000u);
+    EXPECT_EQ(part.events, some.seen);
+    EXPECT_EQ(part.chunks, some.batches);  // not one chunk more than the one that finished it
+    EXPECT_LT(part.good_bytes, whole.good_bytes);
+  }
+}
+
+// Many chunks decoding on several threads reach the visitor in file order,
+// each with the strings it names; a visitor that throws ends the read, the
+// exception reaches the caller, and the threads stop.
+TEST(ReaderRoundTrip, ChunksDecodedOnOtherThreadsArriveInOrder) {
+  TempTrace file("threads");
+  TraceWriterOptions options;
+  options.chunk_bytes = 4096;
+  {
+    TraceWriter w(file.path, options);
+    w.thread(0, 100, "main");
+    for (uint64_t i = 1; i <= 50000; ++i) {
+      Event e{};
+      e.seq = i;
+      e.time_ns = 1000 * i;
+      e.kind = i % 100 == 0 ? EventKind::kMark : EventKind::kAlloc;
+      if (e.kind == EventKind::kMark) {
+        e.name = w.intern("mark." + std::to_string(i));  // a new string in nearly every chunk
+      } else {
+        e.address = 0x1000 * i;
+        e.bytes = i;
+      }
+      w.event(e);
+    }
+    w.close();
+  }
+  struct Check : TraceVisitor {
+    uint64_t next_seq = 1, batches = 0;
+    bool in_order = true, named = true;
+    uint64_t throw_after = UINT64_MAX;
+    void on_events(const Event* e, size_t n, const TraceMeta& meta) override {
+      for (size_t i = 0; i < n; ++i) {
+        in_order = in_order && e[i].seq == next_seq++;
+        if (e[i].kind == EventKind::kMark)
+          named = named && meta.string(e[i].name) == "mark." + std::to_string(e[i].seq);
+      }
+      if (++batches == throw_after) throw std::runtime_error("the visitor gave up");
+    }
+  };
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    ReadOptions read_options;
+    read_options.decode_threads = threads;
+    Check all;
+    const ReadStatus status = read_trace(file.path, all, read_options);
+    EXPECT_TRUE(status.complete()) << status.reason;
+    EXPECT_GT(status.chunks, 20u);
+    EXPECT_EQ(all.next_seq, 50001u);
+    EXPECT_TRUE(all.in_order);
+    EXPECT_TRUE(all.named);
+    Check giving_up;
+    giving_up.throw_after = 3;
+    EXPECT_THROW(read_trace(file.path, giving_up, read_options), std::runtime_error);
+    EXPECT_EQ(giving_up.batches, 3u);
+  }
 }
 
 TEST(ReaderRoundTrip, StringLargerThanAChunk) {
