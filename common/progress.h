@@ -59,6 +59,30 @@ void progress_advance(uint64_t units);
 // Clears the line before the command writes its results.
 void progress_done();
 
+// Hands units to progress_advance() a batch at a time, for loops over single
+// rows or entries (an importer's), which would otherwise ask the clock for
+// every one. What is left is handed on by flush() or at the end of the scope.
+class ProgressBatch {
+ public:
+  static constexpr uint64_t kUnits = 4096;
+  ProgressBatch() = default;
+  ~ProgressBatch() { flush(); }
+  ProgressBatch(const ProgressBatch&) = delete;
+  ProgressBatch& operator=(const ProgressBatch&) = delete;
+
+  void add(uint64_t units = 1) {
+    if ((pending_ += units) >= kUnits) flush();
+  }
+  void flush() {
+    if (pending_ == 0) return;
+    progress_advance(pending_);
+    pending_ = 0;
+  }
+
+ private:
+  uint64_t pending_ = 0;
+};
+
 // Installs a reporter for the lifetime of the scope (the previous comes back after).
 class ProgressScope {
  public:

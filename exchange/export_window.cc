@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -79,10 +80,30 @@ struct LiveCounter {
   StringId last_range;
 };
 
+// What the file's end says of the trace, kept by the first pass over it (the
+// deferred events' placement reads it to its end anyway), so that the window's
+// pass can stop at the window's end and still close the window as the trace
+// closed: every thread named, the drops, whether it ended cleanly.
+class TraceEnd : public TraceVisitor {
+ public:
+  void on_events(const Event*, size_t, const TraceMeta&) override {}
+  void on_end(const TraceMeta& meta, const ReadStatus&) override {
+    threads = meta.threads;
+    drops = meta.drops;
+    clean_end = meta.clean_end;
+    seen = true;
+  }
+
+  bool seen = false;
+  std::vector<ThreadInfo> threads;
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  bool clean_end = false;
+};
+
 class WindowWriter : public TraceVisitor {
  public:
-  WindowWriter(const ExportWindow& window, const std::string& output)
-      : window_(window), output_(output), ranges_(default_range_parser()), scope_(ranges_) {
+  WindowWriter(const ExportWindow& window, const std::string& output, const TraceEnd& trace_end)
+      : window_(window), output_(output), trace_end_(trace_end), ranges_(default_range_parser()), scope_(ranges_) {
     live_[0].reserve(1024);
     live_[1].reserve(1024);
   }
@@ -92,19 +113,27 @@ class WindowWriter : public TraceVisitor {
     progress_advance(count);
   }
 
-  void on_end(const TraceMeta& meta, const ReadStatus&) override {
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override {
     // A summary of the whole of a trace without events (a launcher's own) is
     // that trace, empty, not an error.
-    if (!writer_ && window_.summary && !window_.from_ns && !window_.wave && result_.input_events == 0)
+    if (!writer_ && window_.summary && !window_.from_ns && !window_.wave && !window_.absolute &&
+        result_.input_events == 0)
       open_writer(meta);
     if (!writer_) return;
     if (window_.summary) flush_summary(meta);
-    for (const ThreadInfo& t : meta.threads)
+    // Stopped at the window's end: the threads named later, the drops and the
+    // clean end are the first pass's, which read the file to its end.
+    const bool stopped = status.stopped && trace_end_.seen;
+    for (const ThreadInfo& t : stopped ? trace_end_.threads : meta.threads)
       if (t.os_tid != 0 || !t.name.empty()) writer_->thread(t.index, t.os_tid, t.name);
-    writer_->drops(meta.drops);
-    writer_->close(meta.clean_end);
+    writer_->drops(stopped ? trace_end_.drops : meta.drops);
+    writer_->close(stopped ? trace_end_.clean_end : meta.clean_end);
     header_ = meta.header;
   }
+
+  // Past the window's end nothing more is written or replayed. A wave that
+  // was not found reads on to the end: the message counts every wave.
+  bool finished() const override { return phase_ == Phase::kAfter; }
 
   bool started() const { return writer_ != nullptr; }
   const WindowResult& result() const { return result_; }
@@ -118,8 +147,14 @@ class WindowWriter : public TraceVisitor {
   void on_event(const Event& e, const TraceMeta& meta) {
     if (result_.input_events++ == 0) {
       result_.first_time_ns = e.time_ns;
-      begin_ = e.time_ns + window_.from_ns.value_or(0);
-      end_ = window_.to_ns ? e.time_ns + *window_.to_ns : UINT64_MAX;
+      const uint64_t base = window_.absolute ? 0 : e.time_ns;
+      begin_ = base + window_.from_ns.value_or(0);
+      end_ = window_.to_ns ? base + *window_.to_ns : UINT64_MAX;
+      if (window_.absolute && !window_.wave && e.time_ns > end_) {
+        // The trace begins after the window ends: nothing of it is in there.
+        phase_ = Phase::kAfter;
+        return;
+      }
     }
     last_time_ = std::max(last_time_, e.time_ns);
     ScopeTracker::Update update;
@@ -378,6 +413,7 @@ class WindowWriter : public TraceVisitor {
 
   ExportWindow window_;
   std::string output_;
+  const TraceEnd& trace_end_;
   RangeTable ranges_;
   ScopeTracker scope_;
   Phase phase_ = Phase::kBefore;
@@ -425,10 +461,23 @@ WindowResult write_window(const std::string& trace, const ExportWindow& window, 
   if (window.wave && (window.from_ns || window.to_ns))
     throw InputError(trace, "a window is either --wave or --from/--to, not both");
   if (window.wave && *window.wave < 0) throw InputError(trace, fmt::format("there is no wave {}", *window.wave));
-  WindowWriter writer(window, output);
+  // read_trace_placed's two passes, the first one keeping the file's end.
+  TraceEnd trace_end;
+  DeferredCollector collector(&trace_end);
+  read_trace(trace, collector);
+  const std::shared_ptr<const DeferredPlacement> placement =
+      collector.found()
+          ? build_placement(trace, std::move(collector.deferred()), collector.strings(), collector.events())
+          : nullptr;
+  WindowWriter writer(window, output, trace_end);
   progress_stage("reading " + trace + " for its window", 0);
-  read_trace_placed(trace, writer);
+  read_placed(trace, placement.get(), writer);
   progress_done();
+  if (!writer.started() && window.absolute && !window.wave) {
+    WindowResult empty = writer.result();
+    empty.empty = true;
+    return empty;
+  }
   if (!writer.started()) {
     if (window.wave)
       throw InputError(trace, fmt::format("there is no wave {} (the trace has {} wave{}, numbered from 0)",
@@ -440,6 +489,64 @@ WindowResult write_window(const std::string& trace, const ExportWindow& window, 
   }
   keep_header(output, writer.header());
   return writer.result();
+}
+
+namespace {
+
+class WindowProber : public TraceVisitor {
+ public:
+  explicit WindowProber(std::optional<int32_t> wave) : wave_(wave), ranges_(default_range_parser()), scope_(ranges_) {}
+
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override {
+    for (size_t i = 0; i < count && !finished(); ++i) on_event(events[i], meta);
+  }
+  void on_end(const TraceMeta&, const ReadStatus&) override {
+    probe_.waves_seen = static_cast<int32_t>(scope_.waves().size());
+  }
+  bool finished() const override { return wave_ ? wave_done_ : probe_.any_events; }
+  const WindowProbe& probe() const { return probe_; }
+
+ private:
+  void on_event(const Event& e, const TraceMeta& meta) {
+    if (!probe_.any_events && !is_deferred(e)) {
+      probe_.any_events = true;
+      probe_.first_time_ns = e.time_ns;
+    }
+    const uint64_t ordinal = ordinal_++;
+    if (!wave_) return;
+    if (probe_.has_wave) probe_.wave_end_ns = std::max(probe_.wave_end_ns, e.time_ns);
+    if (is_memory_event(e.kind)) return;
+    // The window's own rules (WindowWriter::on_event): from the wave's push to its pop.
+    const ScopeTracker::Update update = scope_.on_event(e, ordinal, meta);
+    if (update.wave != *wave_) return;
+    if (update.change == ScopeTracker::Change::kWaveBegin && !probe_.has_wave) {
+      probe_.has_wave = true;
+      probe_.wave_begin_ns = probe_.wave_end_ns = e.time_ns;
+    } else if (update.change == ScopeTracker::Change::kWaveEnd && probe_.has_wave) {
+      probe_.wave_end_ns = e.time_ns;
+      wave_done_ = true;
+    }
+  }
+
+  std::optional<int32_t> wave_;
+  RangeTable ranges_;
+  ScopeTracker scope_;
+  WindowProbe probe_;
+  uint64_t ordinal_ = 0;
+  bool wave_done_ = false;
+};
+
+}  // namespace
+
+WindowProbe probe_window(const std::string& trace, std::optional<int32_t> wave) {
+  WindowProber prober(wave);
+  // A wave is found as the window finds it, with deferred events placed; the
+  // first event is the first chunk's.
+  if (wave)
+    read_trace_placed(trace, prober);
+  else
+    read_trace(trace, prober);
+  return prober.probe();
 }
 
 }  // namespace psc

@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "common/progress.h"
 #include "exchange/export_formats.h"
 #include "exchange/export_nsys_schema.h"
 #include "exchange/export_output.h"
@@ -229,7 +230,10 @@ class NsysImport {
                                     has_stream ? "streamId" : "NULL", has_correlation ? "correlationId" : "NULL",
                                     has_pool ? "localMemoryPoolAddress" : "NULL"));
     s.bind(1, int64_t{pid_});
+    progress_stage("reading " + options_.input + ": GPU memory rows", 0);
+    ProgressBatch rows;
     while (s.next()) {
+      rows.add();
       const uint64_t row = static_cast<uint64_t>(s.integer(0));
       Item it;
       it.row = row;
@@ -257,7 +261,10 @@ class NsysImport {
                         "SELECT rowid, start, globalTid, address, bytes, memoryOperationType, nameId FROM "
                         "PEAKSCOPE_HOST_MEMORY_EVENTS WHERE globalTid >> 24 & 16777215 = ? ORDER BY rowid");
     s.bind(1, int64_t{pid_});
+    progress_stage("reading " + options_.input + ": host memory rows", 0);
+    ProgressBatch rows;
     while (s.next()) {
+      rows.add();
       const uint64_t row = static_cast<uint64_t>(s.integer(0));
       Item it;
       it.row = row;
@@ -313,7 +320,10 @@ class NsysImport {
                                            "globalTid >> 24 & 16777215 = ? AND correlationId IS NOT NULL",
                                            has_name ? "nameId" : "NULL"));
       s.bind(1, int64_t{pid_});
+      progress_stage("reading " + options_.input + ": CUDA API rows", 0);
+      ProgressBatch rows;
       while (s.next()) {
+        rows.add();
         const int64_t correlation = s.integer(0);
         auto it = std::lower_bound(correlated_.begin(), correlated_.end(), std::make_pair(correlation, uint32_t{0}));
         if (it == correlated_.end() || it->first != correlation) continue;
@@ -336,7 +346,12 @@ class NsysImport {
   // Marks and ranges, named as the recorder names the same NVTX calls
   // (exchange/nsys_nvtx.h).
   void read_nvtx() {
-    nsys::read_nvtx_rows(db_, pid_, string_ids_, [&](const nsys::NvtxRow& r) { add_nvtx(r); });
+    progress_stage("reading " + options_.input + ": NVTX rows", 0);
+    ProgressBatch rows;
+    nsys::read_nvtx_rows(db_, pid_, string_ids_, [&](const nsys::NvtxRow& r) {
+      rows.add();
+      add_nvtx(r);
+    });
   }
 
   void add_nvtx(const nsys::NvtxRow& r) {
@@ -514,7 +529,10 @@ class NsysImport {
 
     std::vector<std::vector<StringId>> stacks(next_index);
     uint64_t seq = 0;
+    progress_stage("writing " + options_.output, order.size());
+    ProgressBatch written;
     for (size_t i : order) {
+      written.add();
       const Item& it = items_[i];
       Event e{};
       e.seq = ++seq;
@@ -536,6 +554,7 @@ class NsysImport {
       if (it.kind == EventKind::kRangePop && !open.empty()) open.pop_back();
       writer.event(e);
     }
+    written.flush();
     writer.close();
     if (rename_into_place && std::rename(partial.c_str(), options_.output.c_str()) != 0)
       throw std::runtime_error(options_.output + ": cannot rename " + partial + " into place");

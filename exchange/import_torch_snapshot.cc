@@ -52,6 +52,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_file.h"
+#include "common/progress.h"
 #include "exchange/export_formats.h"
 #include "exchange/export_output.h"
 #include "exchange/export_text.h"
@@ -236,7 +237,10 @@ class SnapshotImport {
     expect(trace, Type::kList, where);
     grow_devices(d);
     last_time_ns_ = 0;
+    progress_stage("reading " + options_.input + ": " + where, trace.items.size());
+    ProgressBatch entries;
     for (size_t i = 0; i < trace.items.size(); ++i) {
+      entries.add();
       const Value& entry = doc_.at(trace.items[i]);
       const std::string at = fmt::format("{}[{}]", where, i);
       expect(entry, Type::kDict, at);
@@ -508,7 +512,12 @@ class SnapshotImport {
     TraceWriter writer(partial, wo);
     writer.thread(0, 0, "torch memory snapshot");
     uint64_t seq = 0;
+    uint64_t total = initial_.size() + annotations_.size() + segment_marks_.size();
+    for (const auto& list : devices_) total += list.size();
+    progress_stage("writing " + options_.output, total);
+    ProgressBatch written;
     auto emit = [&](const Pending& p) {
+      written.add();
       Event e{};
       e.seq = ++seq;
       e.time_ns = p.time_ns;
@@ -552,6 +561,7 @@ class SnapshotImport {
       p.time_ns = std::max(first, last);
       emit(p);
     }
+    written.flush();
     writer.close();
     if (rename_into_place && std::rename(partial.c_str(), options_.output.c_str()) != 0)
       throw std::runtime_error(options_.output + ": cannot rename " + partial + " into place");

@@ -41,6 +41,22 @@ RANK_TRACE = re.compile(r"^run\.r(\d+)\.[A-Za-z0-9_-]+\.p(\d+)\.pstrace$")
 SKEW = 0.5
 
 
+def wave_spans(events, pid):
+    """(begin, end) in ts of each `wave` range of one process of a Chrome export, in order."""
+    stacks, spans = {}, []
+    for e in events:
+        if e.get("pid") != pid or e.get("ph") not in ("B", "E"):
+            continue
+        stack = stacks.setdefault(e["tid"], [])
+        if e["ph"] == "B":
+            stack.append((e["name"], e["ts"]))
+        elif stack:
+            name, begin = stack.pop()
+            if name == "wave":
+                spans.append((begin, e["ts"]))
+    return sorted(spans)
+
+
 def launch(nproc, command, *options, timeout=60):
     return subprocess.run([sys.executable, LAUNCHER, "--nproc", str(nproc), *options, "--", *command],
                           capture_output=True, text=True, timeout=timeout)
@@ -329,14 +345,54 @@ class TwoRanksTest(unittest.TestCase):
             self.assertEqual({e["pid"] for e in summarized if e.get("ph") == "M" and e["name"] == "process_name"},
                              set(names))
             self.assertLess(os.path.getsize(summary), os.path.getsize(files["chrome"]) / 4)
-            window = subprocess.run([CLI, "export", folder, "--format", "chrome", "--wave", "1", "-o", summary],
-                                    capture_output=True, text=True, timeout=60)
-            self.assertEqual(window.returncode, 2)
-            self.assertIn("window one trace, not yet a run", window.stderr)
+            self.check_windows_of_the_run(folder, out, chrome)
             html = subprocess.run([CLI, "export", folder, "--format", "html", "-o", os.path.join(out, "x.html")],
                                   capture_output=True, text=True, timeout=60)
             self.assertEqual(html.returncode, 2)
             self.assertIn("holds one trace, not a run of 3", html.stderr)
+
+    def check_windows_of_the_run(self, folder, out, whole):
+        """Windows of the run are one stretch of its clock: wave 1 of every rank together, or --from/--to."""
+        path = os.path.join(out, "wave1.json")
+        child = subprocess.run([CLI, "export", folder, "--format", "chrome", "--wave", "1", "-o", path],
+                               capture_output=True, text=True, timeout=240)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        self.assertEqual(child.stderr, "")
+        self.assertIn("after the run's earliest event (wave 1 of every rank): 2 of 3 traces of run", child.stdout)
+        self.assertIn("nothing in the window (it has no wave 1 (it has 0 waves))", child.stdout)  # the launcher
+        self.assertFalse([name for name in os.listdir(out) if ".window" in name])
+        with open(path) as f:
+            windowed = json.load(f)
+        # In the whole export's microseconds: from the first rank's push of wave 1 to the last rank's pop.
+        shift = (windowed["otherData"]["origin_realtime_ns"] - whole["otherData"]["origin_realtime_ns"]) / 1000
+        spans = [wave_spans(whole["traceEvents"], self.run_.pids[rank][0])[1] for rank in range(2)]
+        begin, end = min(b for b, _ in spans), max(e for _, e in spans)
+        self.assertEqual({e["pid"] for e in windowed["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"},
+                         {self.run_.pids[rank][0] for rank in range(2)})
+        for rank in range(2):
+            pid = self.run_.pids[rank][0]
+            times = [e["ts"] + shift for e in windowed["traceEvents"] if e.get("pid") == pid and e.get("ph") != "M"
+                     and "ts" in e]
+            self.assertTrue(times, rank)
+            self.assertGreaterEqual(min(times), begin - 0.01, rank)
+            self.assertLessEqual(max(times), end + 0.01, rank)
+            # Its own wave 1 whole (a rank done sooner shows the start of its next wave too).
+            own = [(b + shift, e + shift) for b, e in wave_spans(windowed["traceEvents"], pid)]
+            self.assertTrue(any(abs(b - spans[rank][0]) < 0.01 and abs(e - spans[rank][1]) < 0.01 for b, e in own),
+                            (rank, own, spans))
+        # --from/--to count from the run's earliest event, on its clock.
+        child = subprocess.run([CLI, "export", folder, "--format", "perfetto", "--from", "0", "--to", "500ms",
+                                "-o", os.path.join(out, "start.pftrace")], capture_output=True, text=True, timeout=240)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        self.assertIn("window 0.000000 s to 0.500000 s after the run's earliest event: ", child.stdout)
+        # Nothing of any member in the window: exit 2 with one line that says why.
+        for window, reason in ((["--from", "100000s"], "no member has anything in the window 100000.000000 s"),
+                               (["--wave", "99"], "no member has wave 99 (rank 0 (")):
+            child = subprocess.run([CLI, "export", folder, "--format", "chrome", *window, "-o", path],
+                                   capture_output=True, text=True, timeout=240)
+            self.assertEqual(child.returncode, 2, child.stdout)
+            self.assertEqual(len(child.stderr.splitlines()), 1, child.stderr)
+            self.assertIn(reason, child.stderr)
 
     def test_traces_of_two_runs_in_one_folder_are_told_apart(self):
         with tempfile.TemporaryDirectory() as folder:

@@ -22,9 +22,11 @@
 #include "exchange/export_model.h"
 #include "exchange/exporter.h"
 #include "exchange/perfetto_schema.h"
+#include "exchange/run_window.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/protobuf_decode.h"
 #include "tests/support/synthetic_trace.h"
+#include "traces/reader.h"
 #include "traces/run.h"
 
 namespace psc {
@@ -382,6 +384,154 @@ TEST_F(RunExport, PerfettoHasASequenceAndAProcessPerMemberOnRealtime) {
     EXPECT_EQ(s.times.front(), kRealtime + placed(*recorded[i], recorded[i]->first_push_ns));
     EXPECT_TRUE(std::is_sorted(s.times.begin(), s.times.end()));
   }
+}
+
+// ---- a window of the run ---------------------------------------------------------------
+
+// On the run's clock (ns after the launcher's start) the launcher's mark is
+// at 1.001 ms, the run's earliest event; rank 0's fifteen events (wave push,
+// its mark, three layers of push, alloc, pop, three frees, the wave's pop)
+// run from 4.001 ms and rank 1's from 8.501 ms, 1 us apart.
+class RunWindowExport : public RunExport {
+ protected:
+  static constexpr uint64_t kZero = 1'000'000 + SyntheticTrace::kTimeStepNs;  // the launcher's mark
+
+  RunWindow window(const ExportWindow& w) { return write_run_window(run(), w, dir_.file("windowed"), written_); }
+  // Every event of a member's window trace, placed on the run's clock.
+  std::vector<uint64_t> placed_times(const RunWindow& w, size_t member, const Recorded& r) {
+    std::vector<uint64_t> times;
+    for (const Event& e : load_trace(w.members[member].window_path).events) times.push_back(placed(r, e.time_ns));
+    return times;
+  }
+
+  std::vector<std::string> written_;
+};
+
+TEST_F(RunWindowExport, EveryMembersEventsLieInTheSameStretchOfTheRunsClock) {
+  ExportWindow w;
+  w.from_ns = 3'005'000;  // 4.006 ms: rank 0's second layer's push
+  w.to_ns = 7'508'000;    // 8.509 ms: rank 1's third layer's push
+  const RunWindow rw = window(w);
+  EXPECT_EQ(rw.zero_ns, static_cast<int64_t>(kZero));
+  ASSERT_EQ(rw.members.size(), 3u);
+  const uint64_t begin = kZero + 3'005'000, end = kZero + 7'508'000;
+  for (const auto& [member, r] : {std::pair{size_t{0}, &rank0()}, std::pair{size_t{1}, &rank1()}}) {
+    SCOPED_TRACE(member);
+    ASSERT_FALSE(rw.members[member].window_path.empty()) << rw.members[member].note;
+    const std::vector<uint64_t> times = placed_times(rw, member, *r);
+    ASSERT_FALSE(times.empty());
+    for (uint64_t t : times) {
+      EXPECT_GE(t, begin);
+      EXPECT_LE(t, end);
+    }
+  }
+  // Rank 0 is inside its wave and its first layer's block at the window's
+  // start: the wave's push and mark and the block come first, at the start.
+  const LoadedTrace r0 = load_trace(rw.members[0].window_path);
+  EXPECT_EQ(rw.members[0].result.carried_events, 3u);
+  ASSERT_GE(r0.events.size(), 4u);
+  EXPECT_EQ(r0.events[0].kind, EventKind::kRangePush);
+  EXPECT_EQ(r0.meta.string(r0.events[0].name), "wave");
+  EXPECT_EQ(r0.events[1].kind, EventKind::kMark);
+  EXPECT_EQ(r0.events[2].kind, EventKind::kAlloc);
+  EXPECT_EQ(r0.events[2].bytes, 2u << 20);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(placed(rank0(), r0.events[i].time_ns), begin);
+  EXPECT_EQ(placed(rank0(), r0.events[3].time_ns), begin) << "the second layer's push, at the start itself";
+  EXPECT_EQ(r0.meta.string(r0.events[3].name), "forward/layer.1");
+  // Rank 1 starts inside the window: nothing to carry, its first nine events.
+  EXPECT_EQ(rw.members[1].result.carried_events, 0u);
+  EXPECT_EQ(rw.members[1].result.output_events, 9u);
+  EXPECT_EQ(placed_times(rw, 1, rank1()).front(), placed(rank1(), rank1().first_push_ns));
+  // The launcher's one mark is before the window: nothing, and a note.
+  EXPECT_TRUE(rw.members[2].window_path.empty());
+  EXPECT_EQ(rw.members[2].note, "it ends before the window begins");
+
+  // The export of what is in the window: two processes, every event in the
+  // stretch on the run's clock (Chrome's ts from the members' earliest start).
+  const psc::Run part = windowed_run(run(), rw);
+  ASSERT_EQ(part.members.size(), 2u);
+  EXPECT_EQ(part.hosts, (std::vector<std::string>{"alpha", "beta"}));
+  ExportOptions options;
+  options.output = dir_.file("window.json");
+  options.warn = [](const std::string& warning) { ADD_FAILURE() << warning; };
+  find_exporter("chrome")->write_run(part, options);
+  const nlohmann::json j = nlohmann::json::parse(test::read_file(options.output));
+  const double origin_us = static_cast<double>(j["otherData"]["origin_realtime_ns"].get<uint64_t>() - kRealtime) / 1e3;
+  std::set<int64_t> pids;
+  size_t timed = 0;
+  for (const nlohmann::json& e : j["traceEvents"]) {
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") pids.insert(e["pid"].get<int64_t>());
+      continue;
+    }
+    if (!e.contains("ts")) continue;
+    ++timed;
+    const double t = e["ts"].get<double>() + origin_us;
+    EXPECT_GE(t, begin / 1e3 - 1e-3) << e.dump();
+    EXPECT_LE(t, end / 1e3 + 1e-3) << e.dump();
+  }
+  EXPECT_EQ(pids.size(), 2u);
+  EXPECT_GT(timed, 10u);
+}
+
+TEST_F(RunWindowExport, AWaveIsTheSpanOfEveryRanksWaveTogether) {
+  ExportWindow w;
+  w.wave = 0;
+  const RunWindow rw = window(w);
+  // From rank 0's push (4.001 ms) to rank 1's pop (8.515 ms).
+  EXPECT_EQ(rw.begin_ns, 3'000'000u);
+  ASSERT_TRUE(rw.end_ns);
+  EXPECT_EQ(*rw.end_ns, 7'514'000u);
+  EXPECT_EQ(rw.members[0].result.output_events, 15u);
+  EXPECT_EQ(rw.members[1].result.output_events, 15u);
+  EXPECT_TRUE(rw.members[2].window_path.empty());
+  EXPECT_EQ(rw.members[2].note, "it has no wave 0 (it has 0 waves)");
+  for (const auto& [member, r] : {std::pair{size_t{0}, &rank0()}, std::pair{size_t{1}, &rank1()}})
+    for (uint64_t t : placed_times(rw, member, *r)) {
+      EXPECT_GE(t, kZero + rw.begin_ns);
+      EXPECT_LE(t, kZero + *rw.end_ns);
+    }
+
+  w.wave = 1;
+  try {
+    window(w);
+    ADD_FAILURE() << "no member has wave 1";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "run 'job-7': no member has wave 1 (rank 0 (alpha, pid 4242) has 1 wave, rank 1 (beta, pid 4242) has "
+              "1 wave, pid 4000 (alpha) has 0 waves; numbered from 0)");
+  }
+}
+
+TEST_F(RunWindowExport, MembersWithNothingInTheWindowAreLeftOutAndSaySo) {
+  ExportWindow w;
+  w.to_ns = 1'000'000;  // the launcher's mark only
+  RunWindow rw = window(w);
+  EXPECT_FALSE(rw.members[2].window_path.empty());
+  EXPECT_EQ(rw.members[2].result.output_events, 1u);
+  EXPECT_EQ(rw.members[0].note, "it begins 0.003000 s after the run's earliest event, after the window ends");
+  EXPECT_EQ(rw.members[1].note, "it begins 0.007500 s after the run's earliest event, after the window ends");
+  EXPECT_EQ(windowed_run(run(), rw).members.size(), 1u);
+  // A summary of a window: the same members, counters in place of blocks.
+  w.to_ns.reset();
+  w.from_ns = 7'000'000;
+  w.summary = true;
+  rw = window(w);
+  EXPECT_TRUE(rw.members[0].window_path.empty());
+  EXPECT_EQ(rw.members[0].note, "it ends before the window begins");
+  for (const Event& e : load_trace(rw.members[1].window_path).events) EXPECT_FALSE(is_memory_event(e.kind));
+  // Nothing of any member: an error that says what each member lacks.
+  w.from_ns = 20'000'000;
+  try {
+    window(w);
+    ADD_FAILURE() << "the window is beyond every member";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run 'job-7': no member has anything in the window 0.020000 s to its end"),
+              std::string::npos)
+        << e.what();
+  }
+  // Written window traces are named for the caller to remove.
+  EXPECT_FALSE(written_.empty());
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "analysis/analysis.h"
 #include "exchange/exporter.h"
@@ -125,6 +128,118 @@ TEST(ExportWindow, ASummaryHasCountersAndRangesOnly) {
   EXPECT_GT(counters, 0u);
   EXPECT_EQ(max, 1000u + 400 + 500) << "every bucket keeps its maximum";
   EXPECT_EQ(last, 1000u);
+}
+
+// Many small chunks: 20 000 allocations and frees on thread 0, then a thread
+// named only at the end, drops and a clean close, as a long recording ends.
+uint64_t write_long(const std::string& path) {
+  TraceWriterOptions options;
+  options.chunk_bytes = 4096;
+  SyntheticTrace t(path, options);
+  t.name_thread(0, "main", 1000);
+  for (int wave = 0; wave < 100; ++wave) {
+    t.wave_begin(0, R"({"tokens":64})");
+    for (int i = 0; i < 100; ++i) {
+      t.alloc(0, 0x1000 + 0x100 * static_cast<uint64_t>(i), 64);
+      t.free(0, 0x1000 + 0x100 * static_cast<uint64_t>(i));
+    }
+    t.wave_end(0);
+  }
+  t.name_thread(1, "late", 2000);
+  t.mark(1, "done");
+  std::array<uint64_t, format::kDropReasonCount> drops{};
+  drops[0] = 7;
+  t.drops(drops);
+  const uint64_t events = t.events();
+  t.close();
+  return events;
+}
+
+TEST(ExportWindow, AWindowNearTheStartStopsReadingAndClosesAsTheTraceDid) {
+  Scratch dir;
+  const std::string trace = dir.path("long.pstrace"), window = dir.path("w.pstrace");
+  const uint64_t total = write_long(trace);
+  ASSERT_GT(total, 20'000u);
+  const LoadedTrace whole = load_trace(trace);
+  ASSERT_GT(whole.status.chunks, 20u);
+
+  ExportWindow w;
+  w.from_ns = 0;
+  w.to_ns = 50'000;  // the first 51 events
+  const WindowResult r = write_window(trace, w, window);
+  EXPECT_LT(r.input_events, total / 20) << "read up to the window's end, not the whole trace";
+  const LoadedTrace part = load_trace(window);
+  // The whole trace's events up to the window's end, as they were.
+  std::vector<Event> expected;
+  for (const Event& e : whole.events)
+    if (e.time_ns <= whole.events.front().time_ns + 50'000) expected.push_back(e);
+  ASSERT_EQ(part.events.size(), expected.size());
+  EXPECT_EQ(r.output_events, expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(part.events[i].seq, expected[i].seq) << i;
+    EXPECT_EQ(part.events[i].time_ns, expected[i].time_ns) << i;
+    EXPECT_EQ(part.events[i].kind, expected[i].kind) << i;
+    EXPECT_EQ(part.meta.string(part.events[i].name), whole.meta.string(expected[i].name)) << i;
+  }
+  // What the file's end says still closes the window: every thread named,
+  // the drops, the clean end.
+  ASSERT_EQ(part.meta.threads.size(), 2u);
+  EXPECT_EQ(part.meta.threads[1].name, "late");
+  EXPECT_EQ(part.meta.threads[1].os_tid, 2000u);
+  EXPECT_EQ(part.meta.drops, whole.meta.drops);
+  EXPECT_EQ(part.meta.drops[0], 7u);
+  EXPECT_TRUE(part.meta.clean_end);
+
+  // A wave stops the read at its pop; a wave the trace lacks reads it all,
+  // so the message counts every wave.
+  ExportWindow wave;
+  wave.wave = 1;
+  const WindowResult in_wave = write_window(trace, wave, window);
+  EXPECT_LT(in_wave.input_events, total / 20);
+  EXPECT_TRUE(load_trace(window).meta.clean_end);
+  wave.wave = 100;
+  try {
+    write_window(trace, wave, window);
+    ADD_FAILURE() << "wave 100 was found";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(the trace has 100 waves"), std::string::npos) << e.what();
+  }
+  // A summary that runs to the trace's end reads it all.
+  ExportWindow summary;
+  summary.summary = true;
+  summary.from_ns = 100'000;
+  EXPECT_EQ(write_window(trace, summary, window).input_events, total);
+}
+
+TEST(ExportWindow, AnAbsoluteWindowIsOfTheTracesClockAndMayBeEmpty) {
+  Scratch dir;
+  const std::string trace = dir.path("t.pstrace"), window = dir.path("w.pstrace");
+  write_two_waves(trace);
+  const LoadedTrace whole = load_trace(trace);
+  const uint64_t first = whole.events.front().time_ns;
+  ExportWindow relative;
+  relative.from_ns = 5'000;
+  relative.to_ns = 7'000;
+  const WindowResult r = write_window(trace, relative, window);
+  ExportWindow absolute = relative;
+  absolute.absolute = true;
+  absolute.from_ns = first + 5'000;
+  absolute.to_ns = first + 7'000;
+  const WindowResult a = write_window(trace, absolute, window);
+  EXPECT_FALSE(a.empty);
+  EXPECT_EQ(a.begin_ns, r.begin_ns);
+  EXPECT_EQ(a.end_ns, r.end_ns);
+  EXPECT_EQ(a.output_events, r.output_events);
+  EXPECT_EQ(a.carried_events, r.carried_events);
+
+  std::filesystem::remove(window);
+  absolute.from_ns = first - 9'000;  // before the trace begins ...
+  absolute.to_ns = first - 1;
+  EXPECT_TRUE(write_window(trace, absolute, window).empty);
+  absolute.from_ns = first + 5'000'000;  // ... after it ends
+  absolute.to_ns.reset();
+  EXPECT_TRUE(write_window(trace, absolute, window).empty);
+  EXPECT_FALSE(std::filesystem::exists(window)) << "nothing written for an empty window";
 }
 
 TEST(ExportWindow, InvalidWindowsSayWhy) {

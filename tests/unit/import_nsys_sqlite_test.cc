@@ -6,7 +6,9 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "analysis/analysis.h"
 #include "analysis/memory_replay.h"
 #include "analysis/report_json.h"
+#include "common/progress.h"
 #include "exchange/export_nsys_schema.h"
 #include "exchange/exporter.h"
 #include "tests/support/export_fixture.h"
@@ -117,6 +120,37 @@ json comparable(const std::string& trace) {
     out["waves"].push_back(w);
   }
   return out;
+}
+
+// Progress lines an import shows on a terminal, with a clock a second later
+// at every look so that every advance shows its line.
+std::vector<std::string> progress_lines(const std::function<void()>& run) {
+  uint64_t now = 0;
+  std::string shown;
+  ProgressReporter reporter(
+      true, [&now] { return now += 1'000'000'000; }, [&shown](std::string_view s) { shown += s; });
+  {
+    ProgressScope scope(reporter);
+    run();
+  }
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < shown.size()) {
+    const size_t end = std::min(shown.find('\r', start + 1), shown.size());
+    std::string line = shown.substr(start + 1, end - start - 1);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (!line.empty()) lines.push_back(line);
+    start = end;
+  }
+  return lines;
+}
+
+// The line of the last advance of the stage whose label starts with `label`.
+std::string last_line_of(const std::vector<std::string>& lines, const std::string& label) {
+  std::string found;
+  for (const std::string& l : lines)
+    if (l.rfind("peakscope: " + label, 0) == 0) found = l;
+  return found;
 }
 
 class NsysSqlite : public ::testing::Test {
@@ -288,6 +322,19 @@ TEST(NsysSqliteBadInput, NamesTheFileAndNeverWritesAHalfTrace) {
   }
   EXPECT_FALSE(std::filesystem::exists(o.output));
   EXPECT_FALSE(std::filesystem::exists(o.output + ".partial"));
+}
+
+TEST_F(NsysSqlite, ImportShowsItsStagesAsProgress) {
+  const std::string back = dir_.file("back.pstrace");
+  uint64_t events = 0;
+  const std::vector<std::string> lines = progress_lines([&] { events = import(db_, back).events; });
+  ASSERT_GT(events, 0u);
+  EXPECT_NE(last_line_of(lines, "reading " + db_ + ": GPU memory rows: "), "") << ::testing::PrintToString(lines);
+  EXPECT_NE(last_line_of(lines, "reading " + db_ + ": NVTX rows: "), "") << ::testing::PrintToString(lines);
+  // Writing counts every event of the trace, and ends at all of them.
+  const std::string writing = last_line_of(lines, "writing " + back + ": ");
+  EXPECT_NE(writing.find(fmt::format("{:.1f} M of {:.1f} M (100%)", events / 1e6, events / 1e6)), std::string::npos)
+      << writing;
 }
 
 TEST_F(NsysSqlite, MatchesTheGoldenFile) { EXPECT_TRUE(test::matches_golden("fixture.nsys.txt", dump(db_))); }

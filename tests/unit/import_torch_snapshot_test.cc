@@ -6,15 +6,20 @@
 // of the files: torch_snapshot_viz_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "common/progress.h"
 #include "exchange/export_pickle.h"
 #include "exchange/exporter.h"
 #include "exchange/import_pickle.h"
@@ -163,6 +168,37 @@ TEST(PickleWriter, WritesOnlyWhatMemoryVizReads) {
   EXPECT_EQ(doc.at(list.items[12]).text.size(), 300u);
 }
 
+// Progress lines an import shows on a terminal, with a clock a second later
+// at every look so that every advance shows its line.
+std::vector<std::string> progress_lines(const std::function<void()>& run) {
+  uint64_t now = 0;
+  std::string shown;
+  ProgressReporter reporter(
+      true, [&now] { return now += 1'000'000'000; }, [&shown](std::string_view s) { shown += s; });
+  {
+    ProgressScope scope(reporter);
+    run();
+  }
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < shown.size()) {
+    const size_t end = std::min(shown.find('\r', start + 1), shown.size());
+    std::string line = shown.substr(start + 1, end - start - 1);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (!line.empty()) lines.push_back(line);
+    start = end;
+  }
+  return lines;
+}
+
+// The line of the last advance of the stage whose label starts with `label`.
+std::string last_line_of(const std::vector<std::string>& lines, const std::string& label) {
+  std::string found;
+  for (const std::string& l : lines)
+    if (l.rfind("peakscope: " + label, 0) == 0) found = l;
+  return found;
+}
+
 class TorchSnapshot : public ::testing::Test {
  protected:
   ImportSummary import(const std::string& from, const std::string& to) {
@@ -215,6 +251,18 @@ TEST_F(TorchSnapshot, ImportCarriesEveryEntryAndTheMemoryBeforeTheHistory) {
   EXPECT_EQ(a.trace.first_time_ns, snapshot["device_traces"][0][0]["time_us"].get<uint64_t>() * 1000);
   // Annotations attribute the history's allocations (process-wide ranges).
   EXPECT_EQ(a.peak.site.range, "backward/layer.0");
+}
+
+TEST_F(TorchSnapshot, ImportShowsItsStagesAsProgress) {
+  const std::string pickle = test::golden_path("torch_snapshot.pickle"), trace = dir_.file("snapshot.pstrace");
+  uint64_t events = 0;
+  const std::vector<std::string> lines = progress_lines([&] { events = import(pickle, trace).events; });
+  ASSERT_GT(events, 0u);
+  const std::string device = last_line_of(lines, "reading " + pickle + ": device_traces[0]: ");
+  EXPECT_NE(device.find("(100%)"), std::string::npos) << ::testing::PrintToString(lines);
+  const std::string writing = last_line_of(lines, "writing " + trace + ": ");
+  EXPECT_NE(writing.find(fmt::format("{:.1f} M of {:.1f} M (100%)", events / 1e6, events / 1e6)), std::string::npos)
+      << ::testing::PrintToString(lines);
 }
 
 TEST_F(TorchSnapshot, RoundTripGivesBackTheSameEntries) {

@@ -6,11 +6,13 @@
 // or a folder, are a run (traces/run.h): perfetto, chrome and nsys-sqlite
 // write them as one file with a process per rank on one clock.
 // --from/--to (times after the trace's first event: 1.5s, 200ms, 30us, 100ns)
-// or --wave N export a window of the trace; --summary leaves allocations out
-// and keeps counters of live bytes and ranges (exchange/export_window.h), of a
-// trace or of every member of a run. Exit 0 on success; 2 for bad usage, a
-// file that is not a trace, or an output that cannot be written (one line
-// naming the file).
+// or --wave N export a window of the trace; of a run, times after the run's
+// earliest event on its clock, and wave N of every rank together
+// (exchange/run_window.h). --summary leaves allocations out and keeps
+// counters of live bytes and ranges (exchange/export_window.h), of a trace or
+// of every member of a run. Exit 0 on success; 2 for bad usage, a file that is
+// not a trace, a window with nothing in it, or an output that cannot be
+// written (one line naming the file).
 #include <sys/stat.h>
 
 #include <climits>
@@ -24,6 +26,7 @@
 #include "common/progress.h"
 #include "exchange/export_window.h"
 #include "exchange/exporter.h"
+#include "exchange/run_window.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
@@ -34,6 +37,11 @@ constexpr const char* kUsage =
     "usage: peakscope export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json]\n"
     "                        [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]\n"
     "                        [--from T0] [--to T1] [--wave N] [--summary]";
+
+constexpr const char* kWindowHelp =
+    "windows: --from/--to T (1.5s, 200ms, 30us, 100ns) count from the trace's first event; of a run,\n"
+    "  from the run's earliest event on its clock. --wave N: wave N's span; of a run, from the first\n"
+    "  rank's push to the last rank's pop of wave N. --summary: counters and ranges, no allocations.\n";
 
 struct ExportArgs {
   ExportOptions options;
@@ -64,7 +72,7 @@ uint64_t duration_option(const char* name, const std::string& text) {
   std::vector<std::string> inputs;
   std::string format, from, to, wave;
   bool summary = false;
-  ArgParser args(kUsage, format_list());
+  ArgParser args(kUsage, kWindowHelp + format_list());
   args.option({"--format", "-f"}, &format);
   args.option({"-o", "--output"}, &o.output);
   args.option({"--calibration"}, &o.calibration);
@@ -106,10 +114,6 @@ uint64_t duration_option(const char* name, const std::string& text) {
         fmt::format("--format {} holds one trace, not a run of {}; export one trace, or use --format "
                     "perfetto, chrome or nsys-sqlite for the whole run",
                     format, a.traces.size()));
-  // Each member's window would count from its own first event, which the
-  // run's clock does not share: not offered rather than misaligned.
-  if (a.run && (window->from_ns || window->to_ns || window->wave))
-    throw UsageError("--from, --to and --wave window one trace, not yet a run; --summary applies to a run");
   if (!o.calibration.empty() && format != "html")
     throw UsageError("--calibration applies to --format html only, not '" + format + "'");
   if (!o.nvtxt_time_base.empty() && format != "nvtxt")
@@ -132,25 +136,47 @@ struct WindowFiles {
   }
 };
 
-// The run, each member read through its summary (--summary): the members keep
-// their headers, so their processes and places on the run's clock stay theirs.
+// The run, each member read through its summary (--summary) or its window
+// (--from/--to, --wave: exchange/run_window.h).
 void export_run(const Exporter& exporter, const ExportArgs& a) {
-  Run run = choose_run(a.traces, a.run_id);
-  const std::vector<RunMember> members = run.members;  // as they are, before a summary replaces their files
+  const Run run = choose_run(a.traces, a.run_id);
+  const ExportWindow& window = a.window;
   WindowFiles windows;
-  if (a.window.active()) {
+  if (window.from_ns || window.to_ns || window.wave) {
+    const RunWindow w = write_run_window(run, window, a.options.output, windows.paths);
+    const Run part = windowed_run(run, w);
+    exporter.write_run(part, a.options);
+    progress_done();
+    fmt::print(
+        "peakscope export: window {} to {} after the run's earliest event{}: {} of {} traces of run {} as one "
+        "process each{}:\n",
+        format_seconds(w.begin_ns), w.end_ns ? format_seconds(*w.end_ns) : "its end",
+        window.wave ? fmt::format(" (wave {} of every rank)", *window.wave) : "", part.members.size(),
+        run.members.size(), run.id.empty() ? "(no run id)" : "'" + run.id + "'", window.summary ? ", summarized" : "");
     for (size_t i = 0; i < run.members.size(); ++i) {
+      const RunWindowMember& m = w.members[i];
+      if (m.note.empty())
+        fmt::print("  {}  {}: {} events, {} carried in from before\n", member_label(run.members[i]),
+                   run.members[i].path, m.result.output_events, m.result.carried_events);
+      else
+        fmt::print("  {}  {}: nothing in the window ({})\n", member_label(run.members[i]), run.members[i].path, m.note);
+    }
+    return;
+  }
+  Run summarized = run;
+  if (window.active()) {
+    for (size_t i = 0; i < summarized.members.size(); ++i) {
       const std::string path = a.options.output + fmt::format(".window{}.pstrace", i);
       windows.paths.push_back(path);
-      write_window(run.members[i].path, a.window, path);
-      run.members[i].path = path;
+      write_window(run.members[i].path, window, path);
+      summarized.members[i].path = path;
     }
   }
-  exporter.write_run(run, a.options);
+  exporter.write_run(summarized, a.options);
   progress_done();
   fmt::print("peakscope export: {} traces of run {} as one process each{}:\n", run.members.size(),
-             run.id.empty() ? "(no run id)" : "'" + run.id + "'", a.window.active() ? ", summarized" : "");
-  for (const RunMember& m : members) fmt::print("  {}  {}\n", member_label(m), m.path);
+             run.id.empty() ? "(no run id)" : "'" + run.id + "'", window.active() ? ", summarized" : "");
+  for (const RunMember& m : run.members) fmt::print("  {}  {}\n", member_label(m), m.path);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // peakscope import FILE --from FMT -o TRACE [--pid PID]
 //
 // Converts another tool's file into a .pstrace that report, calibrate and
-// check read (docs/viewers.md). Exit 0 on success; 2 for bad usage or input
+// check read (docs/viewers.md). Progress on stderr as every command's
+// (common/progress.h): only on a terminal, after a second. Exit 0 on success; 2 for bad usage or input
 // that is not what the format says (one line naming the file and, where it
 // applies, the byte offset).
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "common/progress.h"
 #include "exchange/exporter.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -55,6 +57,7 @@ int cmd_import(int argc, char** argv) {
   ImportOptions options;
   if (!parse(argc, argv, options, &importer)) return kExitOk;
   const ImportSummary summary = importer->read(options);
+  progress_done();
   fmt::print("peakscope import: wrote {} ({} events from {})\n", options.output, summary.events, importer->name());
   for (const std::string& line : summary.lines) fmt::print("  {}\n", line);
   return kExitOk;
