@@ -97,6 +97,21 @@ std::vector<uint64_t> chunk_ends(const std::vector<uint8_t>& bytes) {
   return ends;
 }
 
+// A chunk (header and payload) whose checksums hold around `payload`,
+// however wrong its records are.
+std::vector<uint8_t> forged_chunk(const uint8_t* payload, size_t size) {
+  format::ChunkHeader h{};
+  h.magic = format::kChunkMagic;
+  h.payload_bytes = static_cast<uint32_t>(size);
+  h.record_count = 1;
+  h.payload_crc = crc32c(payload, size);
+  h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
+  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
+  std::vector<uint8_t> chunk(hp, hp + sizeof h);
+  chunk.insert(chunk.end(), payload, payload + size);
+  return chunk;
+}
+
 class Damage : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -247,15 +262,8 @@ TEST_F(Damage, RandomGarbageInPayloadsNeverCrashesTheAnalysis) {
 TEST_F(Damage, ForgedChunkWithValidChecksumIsCorrupt) {
   std::vector<uint8_t> forged(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]));
   const uint8_t payload[] = {0x0f, 0x01, 0x02};  // tag with unknown kind 15
-  format::ChunkHeader h{};
-  h.magic = format::kChunkMagic;
-  h.payload_bytes = sizeof payload;
-  h.record_count = 1;
-  h.payload_crc = crc32c(payload, sizeof payload);
-  h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
-  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
-  forged.insert(forged.end(), hp, hp + sizeof h);
-  forged.insert(forged.end(), payload, payload + sizeof payload);
+  const std::vector<uint8_t> chunk = forged_chunk(payload, sizeof payload);
+  forged.insert(forged.end(), chunk.begin(), chunk.end());
   spit(cut_.path, forged.data(), forged.size());
   const LoadedTrace got = load_trace(cut_.path);
   EXPECT_EQ(got.status.state, ReadStatus::State::kCorrupt);
@@ -534,15 +542,8 @@ TEST_F(ThreadedDamage, AnUndecodableChunkDefinesNoStrings) {
   std::vector<uint8_t> forged(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]));
   // A string record (id 4000, "leak"), then a record of unknown kind 15.
   const uint8_t payload[] = {format::kMetaString, 0xa0, 0x1f, 4, 'l', 'e', 'a', 'k', 0x0f, 0x01};
-  format::ChunkHeader h{};
-  h.magic = format::kChunkMagic;
-  h.payload_bytes = sizeof payload;
-  h.record_count = 1;
-  h.payload_crc = crc32c(payload, sizeof payload);
-  h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
-  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
-  forged.insert(forged.end(), hp, hp + sizeof h);
-  forged.insert(forged.end(), payload, payload + sizeof payload);
+  const std::vector<uint8_t> chunk = forged_chunk(payload, sizeof payload);
+  forged.insert(forged.end(), chunk.begin(), chunk.end());
   forged.insert(forged.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(ends_[0]), bytes_.end());
   spit(cut_.path, forged.data(), forged.size());
   expect_same_read(cut_.path, "forged chunk");

@@ -127,26 +127,35 @@ TEST(ReaderRoundTrip, EveryFieldOfEveryKindAcrossManyChunks) {
   EXPECT_EQ(meta.string(StringId{999999}), "");
 }
 
+// `events` events numbered from 1 on one thread, in chunks of 4 KiB:
+// allocations, and every `mark_every`-th (0: none) a mark named "mark.<seq>",
+// a new string in nearly every chunk.
+void write_numbered(const std::string& path, uint64_t events, uint64_t mark_every) {
+  TraceWriterOptions options;
+  options.chunk_bytes = 4096;
+  TraceWriter w(path, options);
+  w.thread(0, 100, "main");
+  for (uint64_t i = 1; i <= events; ++i) {
+    Event e{};
+    e.seq = i;
+    e.time_ns = 1000 * i;
+    e.kind = mark_every && i % mark_every == 0 ? EventKind::kMark : EventKind::kAlloc;
+    if (e.kind == EventKind::kMark) {
+      e.name = w.intern("mark." + std::to_string(i));
+    } else {
+      e.address = 0x1000 * i;
+      e.bytes = 64;
+    }
+    w.event(e);
+  }
+  w.close();
+}
+
 // A visitor that has what it needs stops the read: no chunk after the batch
 // where it said so is read, and the status says the read stopped.
 TEST(ReaderRoundTrip, AFinishedVisitorStopsTheRead) {
   TempTrace file("stop");
-  TraceWriterOptions options;
-  options.chunk_bytes = 4096;
-  {
-    TraceWriter w(file.path, options);
-    w.thread(0, 100, "main");
-    for (uint64_t i = 1; i <= 20000; ++i) {
-      Event e{};
-      e.seq = i;
-      e.time_ns = 1000 * i;
-      e.kind = EventKind::kAlloc;
-      e.address = 0x1000 * i;
-      e.bytes = 64;
-      w.event(e);
-    }
-    w.close();
-  }
+  write_numbered(file.path, 20000, 0);
   struct StopAfter : TraceVisitor {
     uint64_t limit = 0, seen = 0, batches = 0;
     bool ended = false;
@@ -187,26 +196,7 @@ TEST(ReaderRoundTrip, AFinishedVisitorStopsTheRead) {
 // exception reaches the caller, and the threads stop.
 TEST(ReaderRoundTrip, ChunksDecodedOnOtherThreadsArriveInOrder) {
   TempTrace file("threads");
-  TraceWriterOptions options;
-  options.chunk_bytes = 4096;
-  {
-    TraceWriter w(file.path, options);
-    w.thread(0, 100, "main");
-    for (uint64_t i = 1; i <= 50000; ++i) {
-      Event e{};
-      e.seq = i;
-      e.time_ns = 1000 * i;
-      e.kind = i % 100 == 0 ? EventKind::kMark : EventKind::kAlloc;
-      if (e.kind == EventKind::kMark) {
-        e.name = w.intern("mark." + std::to_string(i));  // a new string in nearly every chunk
-      } else {
-        e.address = 0x1000 * i;
-        e.bytes = i;
-      }
-      w.event(e);
-    }
-    w.close();
-  }
+  write_numbered(file.path, 50000, 100);
   struct Check : TraceVisitor {
     uint64_t next_seq = 1, batches = 0;
     bool in_order = true, named = true;
