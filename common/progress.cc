@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 namespace psc {
 namespace {
 
 ProgressReporter* g_current = nullptr;
+std::thread::id g_owner;  // the thread that installed g_current: the only one shown
+
+bool shown_here() { return g_current && std::this_thread::get_id() == g_owner; }
 
 uint64_t monotonic_ns() {
   timespec ts{};
@@ -83,19 +87,25 @@ void ProgressReporter::clear() {
 }
 
 void progress_stage(std::string_view label, uint64_t total) {
-  if (g_current) g_current->stage(label, total);
+  if (shown_here()) g_current->stage(label, total);
 }
 
 void progress_advance(uint64_t units) {
-  if (g_current) g_current->advance(units);
+  if (shown_here()) g_current->advance(units);
 }
 
 void progress_done() {
-  if (g_current) g_current->clear();
+  if (shown_here()) g_current->clear();
 }
 
-ProgressScope::ProgressScope(ProgressReporter& reporter) : previous_(g_current) { g_current = &reporter; }
+ProgressScope::ProgressScope(ProgressReporter& reporter) : previous_(g_current), previous_owner_(g_owner) {
+  g_current = &reporter;
+  g_owner = std::this_thread::get_id();
+}
 
-ProgressScope::~ProgressScope() { g_current = previous_; }
+ProgressScope::~ProgressScope() {
+  g_current = previous_;
+  g_owner = previous_owner_;
+}
 
 }  // namespace psc

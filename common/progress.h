@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace psc {
 
@@ -83,7 +84,10 @@ class ProgressBatch {
   uint64_t pending_ = 0;
 };
 
-// Installs a reporter for the lifetime of the scope (the previous comes back after).
+// Installs a reporter for the lifetime of the scope (the previous comes back
+// after). Only the thread that installed it shows progress: the calls above
+// do nothing on any other (traces analysed side by side, common/parallel.h,
+// leave their progress to the installing thread).
 class ProgressScope {
  public:
   explicit ProgressScope(ProgressReporter& reporter);
@@ -93,6 +97,7 @@ class ProgressScope {
 
  private:
   ProgressReporter* previous_;
+  std::thread::id previous_owner_;
 };
 
 }  // namespace psc

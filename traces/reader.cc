@@ -1,6 +1,7 @@
 #include "traces/reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -412,10 +413,22 @@ class ChunkFile {
 
 // How many threads decode chunks beside the one that reads the file and
 // calls the visitor: ReadOptions::decode_threads, else PEAKSCOPE_READ_THREADS
-// (0: decode on the reading thread), else one per processor, up to 4; none
-// for a file too small to be worth a thread.
+// (0: decode on the reading thread), else the processors shared among the
+// reads under way (traces analysed side by side, common/parallel.h), up to
+// 4; none where that leaves fewer than 2 (a decoding thread without a
+// processor of its own gains nothing), nor for a file too small to be worth
+// a thread.
 constexpr uint64_t kParallelMinBytes = 4u << 20;
 constexpr unsigned kMaxDecodeThreads = 4;
+std::atomic<unsigned> g_reads{0};  // reads under way in this process
+
+// Counts a read under way for as long as it lasts.
+struct ReadUnderWay {
+  ReadUnderWay() { g_reads.fetch_add(1, std::memory_order_relaxed); }
+  ~ReadUnderWay() { g_reads.fetch_sub(1, std::memory_order_relaxed); }
+  ReadUnderWay(const ReadUnderWay&) = delete;
+  ReadUnderWay& operator=(const ReadUnderWay&) = delete;
+};
 
 unsigned decode_threads(const ReadOptions& options, uint64_t file_bytes) {
   if (options.decode_threads >= 0) return std::min<unsigned>(static_cast<unsigned>(options.decode_threads), 64);
@@ -425,8 +438,8 @@ unsigned decode_threads(const ReadOptions& options, uint64_t file_bytes) {
     if (*end == '\0') return static_cast<unsigned>(std::min<unsigned long>(n, 64));
   }
   if (file_bytes < kParallelMinBytes) return 0;
-  const unsigned processors = std::thread::hardware_concurrency();
-  return processors >= 2 ? std::min(processors, kMaxDecodeThreads) : 0;
+  const unsigned share = std::thread::hardware_concurrency() / std::max(1u, g_reads.load(std::memory_order_relaxed));
+  return share >= 2 ? std::min(share, kMaxDecodeThreads) : 0;
 }
 
 // Chunks decoding on other threads, in the order they were handed in. With
@@ -531,6 +544,7 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
   // search for the next good chunk after damage) in order on this thread,
   // and up to `slots` chunks ahead of the visitor; they decode meanwhile.
   // What the probe finds is handed to the visitor in file order.
+  const ReadUnderWay counted;
   const unsigned threads = decode_threads(options, status.file_bytes);
   const size_t slots = threads + 1;
   std::vector<std::unique_ptr<DecodedChunk>> storage;

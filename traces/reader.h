@@ -93,8 +93,9 @@ class TraceVisitor {
 struct ReadOptions {
   // Threads that decode chunks while the visitor reads the ones before
   // (chunks decode on their own: delta state resets at each). -1: the
-  // environment's PEAKSCOPE_READ_THREADS, else one per processor up to 4 for
-  // a file of 4 MiB or more; 0: every chunk decodes on the calling thread.
+  // environment's PEAKSCOPE_READ_THREADS, else, for a file of 4 MiB or more,
+  // the processors shared among this process' reads under way, up to 4 (none
+  // when that is fewer than 2); 0: every chunk decodes on the calling thread.
   // The visitor is called on the calling thread, in file order, either way.
   int decode_threads = -1;
 };

@@ -438,6 +438,31 @@ class FourRanksTest(unittest.TestCase):
             self.assertEqual([w["tokens"] for w in report["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, rank))
         busiest_last(self, run, 4, self.TOKENS)
         run_names_the_busiest(self, run, 4)
+        self.traces_side_by_side_say_what_one_at_a_time_says(run)
+
+    def traces_side_by_side_say_what_one_at_a_time_says(self, run):
+        """report, calibrate and check of the run's four traces, read 4 at a time and 1 at a time: the same output."""
+        folder = run.directory.name
+        calibration = os.path.join(folder, "cal.json")
+
+        def outputs(threads):
+            environment = dict(os.environ, PEAKSCOPE_TRACE_THREADS=str(threads))
+            said = []
+            for command in (["report", folder], ["report", folder, "--json"],
+                            ["calibrate", folder, "-o", calibration],
+                            ["check", "--calibration", calibration, folder, "--json"]):
+                child = subprocess.run([CLI, *command], capture_output=True, text=True, timeout=240, env=environment)
+                self.assertIn(child.returncode, (0, 1), child.stderr)
+                said.append((" ".join(command[:1]), child.returncode, child.stdout))
+                if command[0] == "calibrate":
+                    with open(calibration) as f:
+                        said.append(("the calibration", 0, f.read()))
+            return said
+
+        one_at_a_time = outputs(1)
+        for (name, status, text), (_, status_4, text_4) in zip(one_at_a_time, outputs(4)):
+            self.assertEqual(status_4, status, name)
+            self.assertEqual(text_4, text, name)
 
 
 def can_name_a_host():

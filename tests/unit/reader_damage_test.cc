@@ -106,9 +106,9 @@ std::vector<uint8_t> forged_chunk(const uint8_t* payload, size_t size) {
   h.record_count = 1;
   h.payload_crc = crc32c(payload, size);
   h.header_crc = crc32c(&h, offsetof(format::ChunkHeader, header_crc));
-  const uint8_t* hp = reinterpret_cast<const uint8_t*>(&h);
-  std::vector<uint8_t> chunk(hp, hp + sizeof h);
-  chunk.insert(chunk.end(), payload, payload + size);
+  std::vector<uint8_t> chunk(sizeof h + size);
+  std::memcpy(chunk.data(), &h, sizeof h);
+  std::memcpy(chunk.data() + sizeof h, payload, size);
   return chunk;
 }
 

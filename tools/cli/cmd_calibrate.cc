@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/parallel.h"
+#include "common/progress.h"
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
 #include "tools/cli/args.h"
@@ -121,11 +123,14 @@ void print_fits(const Calibration& c) {
 int cmd_calibrate(int argc, char** argv) {
   CalibrateOptions o;
   if (!parse(argc, argv, o)) return kExitOk;
-  std::vector<Liveness> traces;
-  for (const std::string& path : o.traces) {
-    traces.push_back(analyze_liveness(path));
-    print_waves(traces.back());
-  }
+  // Every trace side by side (common/parallel.h); their waves printed in order.
+  const unsigned threads = trace_threads(o.traces.size());
+  if (threads > 1) progress_stage(fmt::format("reading {} traces, {} at a time", o.traces.size(), threads), 0);
+  std::vector<Liveness> traces = parallel_map<Liveness>(
+      o.traces.size(), threads, [&](size_t i) { return analyze_liveness(o.traces[i]); },
+      [](size_t) { progress_advance(1); });
+  progress_done();
+  for (const Liveness& t : traces) print_waves(t);
   // A CalibrationError reaches main, which prints it like any bad input.
   const Calibration calibration = calibrate(traces, o.safety);
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);

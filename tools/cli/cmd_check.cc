@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/parallel.h"
+#include "common/progress.h"
 #include "estimator/calibration.h"
 #include "estimator/check.h"
 #include "estimator/check_json.h"
@@ -161,15 +163,32 @@ int cmd_check(int argc, char** argv) {
   if (!parse(argc, argv, o)) return kExitOk;
   const Calibration calibration = read_calibration(o.calibration);
   std::vector<CheckRow> rows;
-  for (const std::string& path : o.traces) {
-    const Liveness liveness = analyze_liveness(path);
-    // A run's folder also holds traces with nothing to check (the launcher's
-    // own): one without waves is named and passed over.
-    if (liveness.waves.empty()) {
-      std::fprintf(stderr, "peakscope check: %s has no waves: nothing to check there\n", path.c_str());
+  // Every trace read and checked side by side (common/parallel.h); the rows
+  // in the traces' order. A run's folder also holds traces with nothing to
+  // check (the launcher's own): one without waves is named and passed over.
+  struct Checked {
+    bool waves = false;
+    std::vector<CheckRow> rows;
+  };
+  const unsigned threads = trace_threads(o.traces.size());
+  if (threads > 1) progress_stage(fmt::format("reading {} traces, {} at a time", o.traces.size(), threads), 0);
+  std::vector<Checked> checked = parallel_map<Checked>(
+      o.traces.size(), threads,
+      [&](size_t i) {
+        const Liveness liveness = analyze_liveness(o.traces[i]);
+        Checked c;
+        c.waves = !liveness.waves.empty();
+        if (c.waves) c.rows = check_trace(calibration, liveness);
+        return c;
+      },
+      [](size_t) { progress_advance(1); });
+  progress_done();
+  for (size_t i = 0; i < o.traces.size(); ++i) {
+    if (!checked[i].waves) {
+      std::fprintf(stderr, "peakscope check: %s has no waves: nothing to check there\n", o.traces[i].c_str());
       continue;
     }
-    for (CheckRow& r : check_trace(calibration, liveness)) rows.push_back(std::move(r));
+    for (CheckRow& r : checked[i].rows) rows.push_back(std::move(r));
   }
   const CheckSummary summary = summarize_check(rows, o.floor_only);
   const std::vector<RunCheck> runs = check_runs(group_runs(o.traces), rows, o.floor_only);

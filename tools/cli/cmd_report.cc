@@ -20,6 +20,8 @@
 #include "analysis/report_json.h"
 #include "analysis/report_text.h"
 #include "analysis/run_report.h"
+#include "common/parallel.h"
+#include "common/progress.h"
 #include "estimator/liveness.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -98,12 +100,18 @@ int cmd_report(int argc, char** argv) {
     for (const RunMember& m : grouped.members) o.traces.push_back(m.path);
     o.run = true;
   }
-  std::vector<Analysis> analyses;
-  for (size_t i = 0; i < o.traces.size(); ++i) {
-    if (o.run && isatty(STDERR_FILENO))
-      fmt::print(stderr, "peakscope report: reading {} of {}: {}\n", i + 1, o.traces.size(), o.traces[i]);
-    analyses.push_back(analyze_report(o.traces[i], analysis_options));
-  }
+  // The traces of a run side by side (common/parallel.h), reported in order.
+  const unsigned threads = trace_threads(o.traces.size());
+  if (threads > 1) progress_stage(fmt::format("reading {} traces, {} at a time", o.traces.size(), threads), 0);
+  std::vector<Analysis> analyses = parallel_map<Analysis>(
+      o.traces.size(), threads,
+      [&](size_t i) {
+        if (o.run && threads <= 1 && isatty(STDERR_FILENO))
+          fmt::print(stderr, "peakscope report: reading {} of {}: {}\n", i + 1, o.traces.size(), o.traces[i]);
+        return analyze_report(o.traces[i], analysis_options);
+      },
+      [&](size_t) { progress_advance(1); });
+  progress_done();
   TextOptions text_options;
   text_options.max_ranges = o.top;
   if (!o.run) {
