@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -99,6 +98,7 @@ struct DecodedChunk {
   MetaRecords meta;
   std::string error;           // why it did not decode ("" when it did)
   std::exception_ptr failure;  // what the decode threw (an allocation that failed)
+  bool decoded = false;        // guarded by the DecodePool's mutex when threads decode
 };
 
 // Decodes one CRC-checked chunk payload into its events, written in place
@@ -469,8 +469,8 @@ class DecodePool {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      chunk->decoded = false;
       queue_.push_back(chunk);
-      done_.erase(chunk);
     }
     work_ready_.notify_one();
   }
@@ -478,8 +478,7 @@ class DecodePool {
   void wait(DecodedChunk* chunk) {
     if (threads_.empty()) return;
     std::unique_lock<std::mutex> lock(mutex_);
-    chunk_done_.wait(lock, [&] { return done_.count(chunk) > 0; });
-    done_.erase(chunk);
+    chunk_done_.wait(lock, [&] { return chunk->decoded; });
   }
 
  private:
@@ -494,7 +493,7 @@ class DecodePool {
       lock.unlock();
       decoder.decode(*chunk);
       lock.lock();
-      done_.insert(chunk);
+      chunk->decoded = true;
       chunk_done_.notify_all();
     }
   }
@@ -506,7 +505,6 @@ class DecodePool {
   std::condition_variable work_ready_;
   std::condition_variable chunk_done_;
   std::deque<DecodedChunk*> queue_;
-  std::set<DecodedChunk*> done_;
   bool stop_ = false;
 };
 
