@@ -4,18 +4,14 @@ Skipped until build/peakscope and build/libpeakscope_preload.so exist (they are
 built by `make`). Reads only the `report --json` fields the design promises.
 """
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
 from tests.python import support
 import lora_step
 
-CLI = os.path.join(support.REPO, "build", "peakscope")
-PRELOAD = os.path.join(support.REPO, "build", "libpeakscope_preload.so")
+from tests.python.recorded import CLI, PRELOAD, RecordedTraceTest  # noqa: E402
 SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
 RECORDED = ["--steps", "2", "--tokens", "4,128", "--layers", "4", "--hidden", "32", "--heads", "2",
             "--intermediate", "64", "--rank", "8", "--vocab", "64", "--attention-block", "16"]
@@ -23,26 +19,14 @@ RECORDED = ["--steps", "2", "--tokens", "4,128", "--layers", "4", "--hidden", "3
 
 @unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD),
                      "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
-class RecordedWorkloadTest(unittest.TestCase):
+class RecordedWorkloadTest(RecordedTraceTest):
     @classmethod
     def setUpClass(cls):
-        cls.directory = tempfile.TemporaryDirectory()
-        trace = os.path.join(cls.directory.name, "lora.pstrace")
         environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
         # The small model's adapter matrices are under the default 4 KiB host threshold.
         environment["PEAKSCOPE_HOST_MIN_BYTES"] = "256"
-        cls.record = subprocess.run([CLI, "record", "--host", "-o", trace, "--", sys.executable, SCRIPT] + RECORDED,
-                                    capture_output=True, text=True, env=environment, timeout=300)
-        cls.report = subprocess.run([CLI, "report", trace, "--json"], capture_output=True, text=True, timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.directory.cleanup()
-
-    def report_json(self):
-        self.assertEqual(self.record.returncode, 0, self.record.stderr)
-        self.assertEqual(self.report.returncode, 0, self.report.stderr)
-        return json.loads(self.report.stdout)
+        cls.record_and_report("lora.pstrace", ["--host"], [sys.executable, SCRIPT] + RECORDED, environment,
+                              timeout=300)
 
     def test_annotations_went_through_the_c_api(self):
         self.assertEqual(self.record.returncode, 0, self.record.stderr)

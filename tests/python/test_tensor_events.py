@@ -8,17 +8,11 @@ The tensors must stay at the allocated level (read first, never added on top
 of the segments) and carry the range open on the calling thread.
 """
 
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("PSC_BUILD_DIR", os.path.join(REPO, "build"))
-CLI = os.path.join(BUILD, "peakscope")
-PRELOAD = os.path.join(BUILD, "libpeakscope_preload.so")
+from tests.python.recorded import CLI, PRELOAD, REPO, RecordedTraceTest
 sys.path.insert(0, os.path.join(REPO, "tools", "python"))
 
 # Two 1 MiB "segments" (posix_memalign, recorded by the host hooks at the
@@ -50,26 +44,12 @@ libc.psc_flush()
 
 @unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD),
                      "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
-class TensorEventTest(unittest.TestCase):
+class TensorEventTest(RecordedTraceTest):
     @classmethod
     def setUpClass(cls):
-        cls.directory = tempfile.TemporaryDirectory()
-        cls.trace = os.path.join(cls.directory.name, "tensors.pstrace")
         environment = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        cls.record = subprocess.run([CLI, "record", "--host", "--level", "reserved", "-o", cls.trace, "--",
-                                     sys.executable, "-c", PROGRAM],
-                                    capture_output=True, text=True, env=environment, timeout=120)
-        cls.report = subprocess.run([CLI, "report", cls.trace, "--json"], capture_output=True, text=True,
-                                    timeout=120)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.directory.cleanup()
-
-    def report_json(self):
-        self.assertEqual(self.record.returncode, 0, self.record.stderr)
-        self.assertEqual(self.report.returncode, 0, self.report.stderr)
-        return json.loads(self.report.stdout)
+        cls.record_and_report("tensors.pstrace", ["--host", "--level", "reserved"], [sys.executable, "-c", PROGRAM],
+                              environment)
 
     def test_tensors_are_the_level_read_and_not_added_to_segments(self):
         report = self.report_json()
