@@ -105,9 +105,11 @@ ScopeTracker::Update ScopeTracker::push(const Event& e, uint64_t ordinal, const 
   if (is_wave(e.name, meta)) {
     const int32_t wave = begin_wave(e, ordinal);
     stack.frames.push_back({e.name, wave, ordinal});
+    ++open_frames_;
     return {Change::kWaveBegin, wave};
   }
   stack.frames.push_back({e.name, -1, ordinal});
+  ++open_frames_;
   return {};
 }
 
@@ -123,6 +125,7 @@ ScopeTracker::Update ScopeTracker::pop(const Event& e, uint64_t ordinal) {
   }
   const Frame frame = stack.frames.back();
   stack.frames.pop_back();
+  --open_frames_;
   if (frame.wave < 0) return {};
   end_wave(frame.wave, e, ordinal);
   return {Change::kWaveEnd, frame.wave};

@@ -2,10 +2,17 @@
 // wave that was open. Follows per-thread push/pop stacks, process-wide
 // start/end ranges, and `wave` ranges with their payload marks.
 //
-// Attribution order (DESIGN.md "Attribution"): an event's own range (the
-// innermost range open on its thread, recorded in Event::range) when it has
-// one; else the most recently started process-wide range still open, because
-// autograd's worker threads may have no ranges of their own.
+// Attribution order: an event's own range (the innermost range open on its
+// thread, recorded in Event::range) when it has one; else the most recently
+// started process-wide range still open, because autograd's worker threads
+// may have no ranges of their own; else, inside a wave, the range opened last
+// on any thread. The last rule places the blocks of an intra-op pool's worker
+// threads (a parallel region of a CPU run with several threads): the thread
+// that started the region is the one that opened the latest range, and its
+// blocks belong to the layer and phase it was in. Without it they read as
+// "(no range)", outside every layer, and one thread count prices differently
+// from another. Outside a wave nothing says whose work a rangeless thread
+// does, and its events keep no range.
 //
 // A deferred event (kFlagDeferred: CUPTI's, placed by its time, see
 // traces/deferred.h) has no thread's range: it gets the range opened last
@@ -73,8 +80,9 @@ class ScopeTracker {
 
   StringId attributed_range(const Event& e) const {
     if (e.flags & kFlagDeferred) return latest_open_range();
-    if (!e.range.empty() || open_ranges_.empty()) return e.range;
-    return open_ranges_.back().name;
+    if (!e.range.empty()) return e.range;
+    if (!open_ranges_.empty()) return open_ranges_.back().name;
+    return open_frames_ > 0 && !open_waves_.empty() ? latest_open_range() : e.range;
   }
   // The range opened last among those open now, on any thread or process-wide.
   StringId latest_open_range() const;
@@ -113,6 +121,7 @@ class ScopeTracker {
 
   RangeTable* ranges_;
   std::vector<ThreadStack> threads_;
+  size_t open_frames_ = 0;  // frames on every thread's stack together
   std::vector<OpenRange> open_ranges_;
   std::vector<int32_t> open_waves_;
   std::vector<WaveSpan> waves_;

@@ -654,6 +654,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["layers"] = c.layers;
   j["safety_factor"] = c.safety_factor;
   j["traces"] = c.traces;
+  if (!c.warnings.empty()) j["warnings"] = c.warnings;
   j["waves"] = c.waves;
   Json boundary = Json::array();
   for (const GrowthTerm& t : c.boundary) boundary.push_back(term_to_json(t));
@@ -752,6 +753,14 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
   c.waves = count(j, "waves", where);
+  if (j.contains("warnings")) {
+    const Json& w = j["warnings"];
+    if (!w.is_array()) throw CalibrationError("calibration.warnings: must be an array of strings");
+    for (const Json& line : w) {
+      if (!line.is_string()) throw CalibrationError("calibration.warnings: must be an array of strings");
+      c.warnings.push_back(line.get<std::string>());
+    }
+  }
   index_repeats(c);
   return c;
 }

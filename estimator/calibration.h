@@ -124,6 +124,9 @@ struct Calibration {
   uint64_t first_execution_unexplained_bytes = 0;
   size_t first_execution_device_pairs = 0;  // pairs whose waves have device samples
   std::vector<std::string> traces;
+  // What the calibration was told to accept and every price from it repeats
+  // (a trace recorded with a host floor, calibrate --allow-host-floor).
+  std::vector<std::string> warnings;
   size_t waves = 0;
   std::vector<WaveResiduals> residuals;
 

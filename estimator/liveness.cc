@@ -469,6 +469,15 @@ std::vector<CategoryChange> changes_of(const std::vector<Made>& made, const std:
 
 }  // namespace
 
+std::string host_floor_problem(const Liveness& t) {
+  const uint32_t flags = t.analysis.trace.header.flags;
+  if (t.waves.empty() || !(flags & format::kHeaderHostMode) || (flags & format::kHeaderHostEveryBlock)) return {};
+  return t.path +
+         ": host blocks under a size floor were not recorded (record --host-min-bytes, PEAKSCOPE_HOST_MIN_BYTES, "
+         "or a recorder from before every block was the default), so its waves may lack blocks that grow with "
+         "them and prices from it can fall short; record it again without a floor";
+}
+
 Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options, const LivenessOptions& what) {
   Liveness out;
   out.path = path;

@@ -163,6 +163,16 @@ void apply_category_changes(const std::vector<CategoryChange>& changes, Analysis
 // split waves only). Throws TraceError when the file is not a readable trace.
 Analysis analyze_report(const std::string& path, const AnalysisOptions& options = {});
 
+// Why the waves of `t` cannot be trusted to show everything they allocate;
+// empty when they can. A host trace recorded with a size floor (an explicit
+// PEAKSCOPE_HOST_MIN_BYTES above 1, or a file from before every block was
+// the default) lacks the blocks under it, and a block that grows with the
+// wave crosses the floor at some sizes and not at others: the fits see
+// different events at different sizes and price below the truth between
+// them (docs/accuracy.md). `calibrate` and `check` refuse such a trace
+// unless told to accept it (--allow-host-floor), and then say so.
+std::string host_floor_problem(const Liveness& t);
+
 // Shape of a wave for cold/warm pairing: tokens, groups and slots.
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b);
 

@@ -138,6 +138,7 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
     return out;
   };
   std::vector<std::string> out;
+  for (const std::string& w : c.warnings) out.push_back("calibration: " + w);
   if (!outside.empty()) {
     const GrowthTerm& w = c.workspace;
     out.push_back(

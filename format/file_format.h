@@ -46,6 +46,12 @@ enum HeaderFlag : uint32_t {
   // mapped the ticks to CLOCK_MONOTONIC ns before writing them (times mean
   // the same either way).
   kHeaderClockTsc = 1u << 4,
+  // Host mode with no size floor: every aligned block was recorded. A host
+  // trace without it (an explicit PEAKSCOPE_HOST_MIN_BYTES above 1, or a
+  // file written before the floor's default became 1) may lack the small
+  // blocks a wave allocates, which calibration must see
+  // (estimator/liveness.h, host_floor_problem).
+  kHeaderHostEveryBlock = 1u << 5,
 };
 
 struct FileHeader {

@@ -1,7 +1,8 @@
 // Host mode (PEAKSCOPE_HOST=1): the aligned-allocation family that CPU
 // frameworks use for tensor storage (PyTorch's CPU allocator calls
-// posix_memalign), plus free() and realloc() of the blocks recorded. Blocks
-// smaller than PEAKSCOPE_HOST_MIN_BYTES (4 KiB) are not recorded.
+// posix_memalign), plus free() and realloc() of the blocks recorded. Every
+// block is recorded unless PEAKSCOPE_HOST_MIN_BYTES sets a floor: blocks
+// under it are left out (and the trace's header says a floor was set).
 //
 // When host mode is off every hook is one branch and a tail call.
 #include <dlfcn.h>
@@ -48,7 +49,7 @@ struct RealFunctions {
 RealFunctions g_real;
 BlockTable g_blocks;
 bool g_host = false;
-uint64_t g_min_bytes = 4096;
+uint64_t g_min_bytes = 1;
 
 int fallback_posix_memalign(void** out, size_t alignment, size_t size) {
   if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;

@@ -87,7 +87,7 @@ void load_config() {
   }
   c.primary_pid = static_cast<uint32_t>(env_uint("PEAKSCOPE_PRIMARY_PID", 0));
   c.host_mode = env_flag("PEAKSCOPE_HOST");
-  c.host_min_bytes = env_uint("PEAKSCOPE_HOST_MIN_BYTES", 4096);
+  c.host_min_bytes = env_uint("PEAKSCOPE_HOST_MIN_BYTES", 1);
   const char* level = getenv("PEAKSCOPE_LEVEL");
   c.reserved_level = level && strcmp(level, "reserved") == 0;
   c.buffer_events = round_up_pow2(env_uint("PEAKSCOPE_BUFFER_EVENTS", 16384), 256, 1u << 22);

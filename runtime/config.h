@@ -17,7 +17,7 @@ struct Config {
   char output[4096];        // PEAKSCOPE_OUTPUT: trace path ("" = default name in cwd)
   uint32_t primary_pid;     // PEAKSCOPE_PRIMARY_PID: this pid writes exactly `output`
   bool host_mode;           // PEAKSCOPE_HOST=1: record host aligned allocations
-  uint64_t host_min_bytes;  // PEAKSCOPE_HOST_MIN_BYTES (default 4096)
+  uint64_t host_min_bytes;  // PEAKSCOPE_HOST_MIN_BYTES (default 1: every block)
   bool reserved_level;      // PEAKSCOPE_LEVEL=reserved
   uint32_t buffer_events;   // PEAKSCOPE_BUFFER_EVENTS per thread (power of two, default 16384)
   uint32_t flush_ms;        // PEAKSCOPE_FLUSH_MS (default 50, at most 100)

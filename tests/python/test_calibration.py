@@ -32,7 +32,6 @@ class CalibrationTest(unittest.TestCase):
     def setUpClass(cls):
         cls.directory = tempfile.TemporaryDirectory()
         environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
-        environment["PEAKSCOPE_HOST_MIN_BYTES"] = "256"
         cls.paths = {}
         for name, tokens in (("calibration", "8,64"), ("held_out", "16,48")):
             path = os.path.join(cls.directory.name, name + ".pstrace")
@@ -85,3 +84,50 @@ class CalibrationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD),
+                     "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class HostFloorTest(unittest.TestCase):
+    """A trace recorded with a host floor never yields a silent price."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
+        cls.trace = os.path.join(cls.directory.name, "floor.pstrace")
+        subprocess.run([CLI, "record", "--host", "--host-min-bytes", "4096", "-o", cls.trace, "--", sys.executable,
+                        SCRIPT, "--steps", "1", "--tokens", "8,32,64"] + SIZES, check=True, capture_output=True,
+                       env=environment, timeout=300)
+        cls.calibration = os.path.join(cls.directory.name, "cal.json")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.directory.cleanup()
+
+    def test_calibrate_and_check_refuse_it_naming_the_fix(self):
+        for command in (["calibrate", self.trace, "-o", os.path.join(self.directory.name, "refused.json")],
+                        ["check", "--calibration", self.calibration, self.trace]):
+            if command[0] == "check" and not os.path.exists(self.calibration):
+                self.assertEqual(run("calibrate", self.trace, "-o", self.calibration, "--allow-host-floor")
+                                 .returncode, 0)
+            result = run(*command)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("size floor", result.stderr)
+            self.assertIn("record it again without a floor", result.stderr)
+            self.assertIn("--allow-host-floor", result.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.directory.name, "refused.json")))
+
+    def test_accepted_it_warns_in_every_price(self):
+        calibrate = run("calibrate", self.trace, "-o", self.calibration, "--allow-host-floor")
+        self.assertEqual(calibrate.returncode, 0, calibrate.stderr)
+        self.assertIn("warning", calibrate.stderr)
+        with open(self.calibration) as f:
+            self.assertIn("size floor", " ".join(json.load(f)["warnings"]))
+        price = run("price", "--calibration", self.calibration, "--tokens", "48", "--json")
+        self.assertEqual(price.returncode, 0, price.stderr)
+        self.assertTrue(any("size floor" in w for w in json.loads(price.stdout)["warnings"]), price.stdout)
+        check = run("check", "--calibration", self.calibration, self.trace, "--json", "--allow-host-floor")
+        self.assertIn(check.returncode, (0, 1), check.stderr)
+        self.assertIn("warning", check.stderr)
+        self.assertTrue(any("size floor" in w for w in json.loads(check.stdout)["warnings"]))

@@ -41,7 +41,6 @@ class CalibrationApiTest(unittest.TestCase):
     def setUpClass(cls):
         cls.directory = tempfile.TemporaryDirectory()
         environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
-        environment["PEAKSCOPE_HOST_MIN_BYTES"] = "256"
         trace = os.path.join(cls.directory.name, "waves.pstrace")
         subprocess.run([CLI, "record", "--host", "-o", trace, "--", sys.executable, SCRIPT, "--steps", "2",
                         "--tokens", "16,48,96"] + SIZES, check=True, capture_output=True, env=environment,

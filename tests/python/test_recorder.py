@@ -23,8 +23,6 @@ class RecordedWorkloadTest(RecordedTraceTest):
     @classmethod
     def setUpClass(cls):
         environment = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD")}
-        # The small model's adapter matrices are under the default 4 KiB host threshold.
-        environment["PEAKSCOPE_HOST_MIN_BYTES"] = "256"
         cls.record_and_report("lora.pstrace", ["--host"], [sys.executable, SCRIPT] + RECORDED, environment,
                               timeout=300)
 

@@ -449,25 +449,54 @@ TEST(AnalysisGolden, ProcessWideRangesAttributeThreadsWithoutRanges) {
     t.alloc(5, 0x200, 32);  // its own range wins
     t.pop(5);
     t.range_end(2, 77);     // ended on another thread
-    t.alloc(5, 0x300, 16);  // nothing open on any thread but the wave elsewhere
+    t.alloc(5, 0x300, 16);  // nothing open but the wave on another thread: the wave's
     t.wave_end(0);
     t.close();
   }
   const Analysis a = analyze_trace(file.path);
   ASSERT_TRUE(a.peak.site.reached);
-  EXPECT_EQ(a.peak.site.range, "");
+  EXPECT_EQ(a.peak.site.range, "wave");
   const LiveBreakdown& live = a.peak.live;
-  uint64_t in_layer1 = 0, in_layer3 = 0, no_range = 0;
+  uint64_t in_layer1 = 0, in_layer3 = 0, in_wave = 0;
   for (const LiveGroup& g : live.groups) {
     if (g.range == "backward/layer.1") in_layer1 += g.bytes;
     if (g.range == "backward/layer.3") in_layer3 += g.bytes;
-    if (g.range.empty()) no_range += g.bytes;
+    if (g.range == "wave") in_wave += g.bytes;
   }
   EXPECT_EQ(in_layer1, 64u);
   EXPECT_EQ(in_layer3, 32u);
-  EXPECT_EQ(no_range, 16u);
+  EXPECT_EQ(in_wave, 16u);
   // Still live at the end and made in backward: pending adapter gradients.
   EXPECT_EQ(category_bytes(live, Category::kAdapterGradient), 96u);
+}
+
+// An intra-op pool's worker thread has no range of its own: inside a wave its
+// blocks belong to the range the thread that started the parallel region
+// opened last; outside a wave they keep no range.
+TEST(AnalysisGolden, WorkerThreadBlocksBelongToTheRangeOpenedLast) {
+  TempTrace file("workers");
+  {
+    SyntheticTrace t(file.path);
+    t.alloc(3, 0x10, 8);  // before any wave: no range
+    t.push(0, "optimizer/step");
+    t.alloc(3, 0x20, 4);  // outside a wave, even with a range open elsewhere
+    t.pop(0);
+    t.wave_begin(0, R"({"tokens":4})");
+    t.push(0, "forward/layer.0");
+    t.push(0, "recompute/layer.2");
+    t.alloc(3, 0x100, 64);  // the worker, inside layer 2's recompute
+    t.pop(0);
+    t.alloc(4, 0x200, 32);  // another worker, after it: layer 0's forward again
+    t.pop(0);
+    t.wave_end(0);
+    t.close();
+  }
+  const Analysis a = analyze_trace(file.path);
+  std::map<std::string, uint64_t> by_range;
+  for (const LiveGroup& g : a.peak.live.groups) by_range[g.range] += g.bytes;
+  EXPECT_EQ(by_range[""], 12u);
+  EXPECT_EQ(by_range["recompute/layer.2"], 64u);
+  EXPECT_EQ(by_range["forward/layer.0"], 32u);
 }
 
 TEST(AnalysisGolden, WaveEdgeCases) {

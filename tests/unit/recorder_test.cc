@@ -143,11 +143,22 @@ TEST(Recorder, EventTimesAreMonotonicNanosecondsOnEitherClock) {
   }
 }
 
-TEST(Recorder, ReallocOfATrackedBlockIsAFreeThenAnAlloc) {
+TEST(Recorder, EveryHostBlockIsRecordedByDefault) {
   Scratch s;
   ASSERT_EQ(record(s.path("t.pstrace"), "realloc"), 0);
   LoadedTrace t = load_trace(s.path("t.pstrace"));
-  ASSERT_EQ(t.events.size(), 4u) << "the 1000-byte block is under the 4 KiB threshold";
+  EXPECT_EQ(t.events.size(), 6u) << "the 1000-byte block too";
+  EXPECT_NE(t.meta.header.flags & format::kHeaderHostEveryBlock, 0u);
+  ASSERT_EQ(record(s.path("f.pstrace"), "realloc", "PEAKSCOPE_HOST_MIN_BYTES=4096"), 0);
+  EXPECT_EQ(load_trace(s.path("f.pstrace")).meta.header.flags & format::kHeaderHostEveryBlock, 0u)
+      << "a floor hides blocks: the header says so";
+}
+
+TEST(Recorder, ReallocOfATrackedBlockIsAFreeThenAnAlloc) {
+  Scratch s;
+  ASSERT_EQ(record(s.path("t.pstrace"), "realloc", "PEAKSCOPE_HOST_MIN_BYTES=4096"), 0);
+  LoadedTrace t = load_trace(s.path("t.pstrace"));
+  ASSERT_EQ(t.events.size(), 4u) << "the 1000-byte block is under the 4 KiB floor";
   EXPECT_EQ(t.events[0].kind, EventKind::kAlloc);
   EXPECT_EQ(t.events[0].bytes, 100000u);
   EXPECT_EQ(t.events[1].kind, EventKind::kFree);

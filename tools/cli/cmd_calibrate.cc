@@ -1,4 +1,4 @@
-// peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR]
+// peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR] [--allow-host-floor]
 //
 // Fits the pricing model's liveness terms per model from traced waves
 // (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
@@ -23,12 +23,14 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR]";
+constexpr const char* kUsage =
+    "usage: peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR] [--allow-host-floor]";
 
 struct CalibrateOptions {
   std::vector<std::string> traces;
   std::string out;
   double safety = 1.1;
+  bool allow_host_floor = false;
 };
 
 // False for -h: the usage is printed.
@@ -41,6 +43,7 @@ struct CalibrateOptions {
     if (value.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
       throw UsageError("--safety needs a factor between 1 and 64, not '" + value + "'");
   });
+  args.flag({"--allow-host-floor"}, &o.allow_host_floor);
   args.positionals(&o.traces);
   if (!args.parse(argc, argv)) return false;
   if (o.traces.empty()) args.fail("no trace given");
@@ -130,9 +133,18 @@ int cmd_calibrate(int argc, char** argv) {
       o.traces.size(), threads, [&](size_t i) { return analyze_liveness(o.traces[i]); },
       [](size_t) { progress_advance(1); });
   progress_done();
+  std::vector<std::string> warnings;
+  for (const Liveness& t : traces) {
+    const std::string problem = host_floor_problem(t);
+    if (problem.empty()) continue;
+    if (!o.allow_host_floor) throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
+    std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
+    warnings.push_back(problem);
+  }
   for (const Liveness& t : traces) print_waves(t);
   // A CalibrationError reaches main, which prints it like any bad input.
-  const Calibration calibration = calibrate(traces, o.safety);
+  Calibration calibration = calibrate(traces, o.safety);
+  calibration.warnings = warnings;
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();

@@ -1,4 +1,4 @@
-// peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only]
+// peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only] [--allow-host-floor]
 //
 // The accuracy table of DESIGN.md ("Accuracy is measured"): per wave, the
 // calibrated price against the measured peak, cold and warm summarised apart.
@@ -26,13 +26,15 @@
 namespace psc::cli {
 namespace {
 
-constexpr const char* kUsage = "usage: peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only]";
+constexpr const char* kUsage =
+    "usage: peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only] [--allow-host-floor]";
 
 struct CheckOptions {
   std::string calibration;
   std::vector<std::string> traces;
   bool json = false;
   bool floor_only = false;
+  bool allow_host_floor = false;
 };
 
 // False for -h: the usage is printed.
@@ -41,6 +43,7 @@ struct CheckOptions {
   args.option({"--calibration"}, &o.calibration);
   args.flag({"--json"}, &o.json);
   args.flag({"--floor-only"}, &o.floor_only);
+  args.flag({"--allow-host-floor"}, &o.allow_host_floor);
   args.positionals(&o.traces);
   if (!args.parse(argc, argv)) return false;
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
@@ -168,6 +171,7 @@ int cmd_check(int argc, char** argv) {
   // check (the launcher's own): one without waves is named and passed over.
   struct Checked {
     bool waves = false;
+    std::string host_floor;  // host_floor_problem
     std::vector<CheckRow> rows;
   };
   const unsigned threads = trace_threads(o.traces.size());
@@ -178,11 +182,20 @@ int cmd_check(int argc, char** argv) {
         const Liveness liveness = analyze_liveness(o.traces[i]);
         Checked c;
         c.waves = !liveness.waves.empty();
+        c.host_floor = host_floor_problem(liveness);
+        if (!c.host_floor.empty() && !o.allow_host_floor) return c;
         if (c.waves) c.rows = check_trace(calibration, liveness);
         return c;
       },
       [](size_t) { progress_advance(1); });
   progress_done();
+  std::vector<std::string> warnings;
+  for (const Checked& c : checked) {
+    if (c.host_floor.empty()) continue;
+    if (!o.allow_host_floor) throw UsageError(c.host_floor + " (or pass --allow-host-floor to check it anyway)");
+    std::fprintf(stderr, "peakscope check: warning: %s\n", c.host_floor.c_str());
+    warnings.push_back(c.host_floor);
+  }
   for (size_t i = 0; i < o.traces.size(); ++i) {
     if (!checked[i].waves) {
       std::fprintf(stderr, "peakscope check: %s has no waves: nothing to check there\n", o.traces[i].c_str());
@@ -195,6 +208,7 @@ int cmd_check(int argc, char** argv) {
   if (o.json) {
     CalibrationJson j = check_to_json(o.calibration, rows, o.floor_only);
     j["runs"] = runs_to_json(runs);
+    j["warnings"] = warnings;
     std::printf("%s\n", j.dump(2, ' ', false, CalibrationJson::error_handler_t::replace).c_str());
   } else {
     print_text(rows, o.floor_only, summary);

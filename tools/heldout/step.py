@@ -8,7 +8,7 @@ the list of sequence lengths when packed) has not run before is cold. Every
 wave's payload carries its sequence lengths: [tokens] for an unpacked wave.
 
 Run it under the recorder:
-    PEAKSCOPE_HOST_MIN_BYTES=1 build/peakscope record --host -o mha.pstrace -- \\
+    build/peakscope record --host -o mha.pstrace -- \\
         /usr/bin/python3 tools/heldout/step.py --model mha --tokens 64,128,256
 """
 
