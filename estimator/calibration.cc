@@ -46,6 +46,11 @@ Json term_to_json(const GrowthTerm& t) {
   j["beyond"] = t.has_beyond ? line_to_json(t.beyond) : Json(nullptr);
   j["left_out_error"] = {{"linear", nullable(t.left_out_error_linear)},
                          {"quadratic", nullable(t.left_out_error_quadratic)}};
+  if (!t.knots.empty()) {
+    Json knots = Json::array();
+    for (const GrowthTerm::Knot& k : t.knots) knots.push_back({k.tokens, k.bytes});
+    j["knots"] = knots;
+  }
   return j;
 }
 
@@ -125,6 +130,19 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   if (j.contains("left_out_error") && j.at("left_out_error").is_object()) {
     t.left_out_error_linear = optional_number(j.at("left_out_error"), "linear", where + ".left_out_error", -1);
     t.left_out_error_quadratic = optional_number(j.at("left_out_error"), "quadratic", where + ".left_out_error", -1);
+  }
+  // Absent in calibrations written before the chords bounded prices.
+  if (j.contains("knots")) {
+    const Json& knots = j.at("knots");
+    if (!knots.is_array()) throw CalibrationError(where + ".knots: must be an array of [tokens, bytes]");
+    for (const Json& k : knots) {
+      if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number())
+        throw CalibrationError(where + ".knots: must be an array of [tokens, bytes]");
+      const GrowthTerm::Knot knot{k[0].get<int64_t>(), k[1].get<double>()};
+      if (!t.knots.empty() && knot.tokens <= t.knots.back().tokens)
+        throw CalibrationError(where + ".knots: tokens must increase");
+      t.knots.push_back(knot);
+    }
   }
   return t;
 }
@@ -321,6 +339,10 @@ MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
     for (const MomentPoint& p : lined_up)
       samples.push_back({p.size, static_cast<uint64_t>(std::max<int64_t>(0, (*p.events)[e]))});
     GrowthTerm term = fit_growth(samples);
+    // One event of sequences that line up: the same allocations at every
+    // size, each growing as a + b t + c s, so the fit is exact and needs no
+    // chord. Maxima of different events (maximum_fit) keep theirs.
+    term.knots.clear();
     if (std::any_of(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(term, k); }))
       continue;
     fit.events.erase(
@@ -492,7 +514,7 @@ uint64_t MomentFit::bytes_at(WaveSize size, bool extrapolated) const {
   size = events.front().priced_size(size);
   double top = 0;
   for (const GrowthTerm& t : events) {
-    double v = t.line(size);
+    double v = std::max(t.line(size), t.chord(size));
     if (extrapolated) v = std::max(v, t.beyond.at(size));
     top = std::max(top, std::max(v, 0.0) + static_cast<double>(t.margin_bytes));
   }

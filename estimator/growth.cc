@@ -190,6 +190,12 @@ void finish(const Data& d, GrowthTerm& t) {
   }
   // Only rounding can leave a point above the envelope; cover it.
   t.margin_bytes = static_cast<uint64_t>(std::ceil(above));
+  t.knots.clear();
+  const bool one_sequence = std::all_of(d.points.begin(), d.points.end(), [](const GrowthPoint& p) {
+    return p.size.sequences <= 1 && p.size.square_tokens == static_cast<double>(p.size.tokens) * p.size.tokens;
+  });
+  if (one_sequence && d.tops.size() >= 2)
+    for (const GrowthPoint& p : d.tops) t.knots.push_back({p.size.tokens, static_cast<double>(p.bytes)});
 }
 
 void set_fit(GrowthTerm& t, const GrowthLine& line) {
@@ -254,7 +260,7 @@ bool GrowthTerm::prices_like(const GrowthTerm& o) const {
   };
   return fit() == o.fit() && margin_bytes == o.margin_bytes && sizes == o.sizes && has_beyond == o.has_beyond &&
          (!has_beyond || beyond == o.beyond) && same_size(smallest, o.smallest) && same_size(largest, o.largest) &&
-         longest_share == o.longest_share && least_longest_share == o.least_longest_share;
+         longest_share == o.longest_share && least_longest_share == o.least_longest_share && knots == o.knots;
 }
 
 bool GrowthTerm::outside(WaveSize size) const {
@@ -267,9 +273,22 @@ bool GrowthTerm::outside(WaveSize size) const {
          size.longest_square > longest_share * (1 + eps) * size.square_tokens;
 }
 
+double GrowthTerm::chord(WaveSize size) const {
+  if (knots.size() < 2 || size.sequences > 1 || size.tokens < knots.front().tokens ||
+      size.tokens > knots.back().tokens)
+    return 0;
+  // Knots are few (the calibrated sizes): a scan is cheaper than a search.
+  size_t k = 1;
+  while (k + 1 < knots.size() && knots[k].tokens < size.tokens) ++k;
+  const Knot& a = knots[k - 1];
+  const Knot& b = knots[k];
+  const double x = static_cast<double>(size.tokens - a.tokens) / static_cast<double>(b.tokens - a.tokens);
+  return a.bytes + (b.bytes - a.bytes) * x;
+}
+
 uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
   size = priced_size(size);
-  double v = std::ceil(line(size));
+  double v = std::ceil(std::max(line(size), chord(size)));
   if (extrapolated) v = std::max(v, std::ceil(beyond.at(size)));
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
 }

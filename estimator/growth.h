@@ -16,6 +16,16 @@
 // scaled by s / s0 above it; two sizes: intercept + c × s through both).
 // Such prices carry a warning.
 //
+// Between calibrated sizes a fit can still fall below the truth: a quadratic
+// through three points of a convex curve crosses it, and an envelope fitted on
+// maxima of different events undershoots between them. Memory at a moment is
+// taken to be convex in the wave's tokens (a + b t + c t², c >= 0, and maxima
+// of such, are), so the chord between two measured sizes bounds it from above
+// between them: inside the calibrated tokens every price is at least the
+// chord through the measured values on either side (`knots`, the largest
+// value at each size). That holds for waves of one sequence; packed waves
+// vary in more than one feature and rely on the fit (docs/pricing.md).
+//
 // Packed waves have features the fit does not have: per-sequence work that
 // runs one sequence at a time (attention's transient scores grow with the
 // longest sequence, not the sum of squares) and fixed costs per sequence. A
@@ -85,6 +95,18 @@ struct GrowthTerm {
   // Largest relative error on a left-out calibration size; -1: not measurable.
   double left_out_error_linear = -1;
   double left_out_error_quadratic = -1;
+  // The largest value measured at each calibrated size, in token order, when
+  // every calibration wave was one sequence (empty otherwise): the chords
+  // between neighbours bound a convex term from above between them.
+  struct Knot {
+    int64_t tokens = 0;
+    double bytes = 0;
+    bool operator==(const Knot&) const = default;
+  };
+  std::vector<Knot> knots;
+  // The chord through the knots on either side of a wave of one sequence
+  // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
+  double chord(WaveSize size) const;
 
   GrowthLine fit() const { return {intercept, per_token, per_square_token}; }
   // Prices the same as `other` at every size (what pricing reads is equal).

@@ -3,6 +3,11 @@
 // calibrated sizes.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+#include <random>
+#include <set>
+
 #include "estimator/growth.h"
 
 namespace psc {
@@ -100,6 +105,59 @@ TEST(Growth, LongestSequenceBeyondTheCalibratedBoundsItsSquares) {
   const GrowthTerm t = fit_growth({point({32, 32}, 2), point({64, 64}, 2), point({128, 128}, 2)});
   const WaveSize wave = packed(576, {512, 64});
   EXPECT_GE(static_cast<double>(t.bytes_at(wave)), 2 * 512.0 * 512.0 / 0.5 - 1);
+}
+
+}  // namespace
+}  // namespace psc
+
+namespace psc {
+namespace {
+
+// Random convex curves of tokens (the largest of up to three growths
+// a + b t + c t², c >= 0: a moment's maximum over events that take turns),
+// measured at two or three random sizes: between the sizes measured, the
+// price never falls below the curve. The quadratic through three maxima
+// does (the chords are what stop it): counted, so the test shows the bound
+// is needed, not just that it holds.
+TEST(GrowthProperty, ChordsBoundConvexCurvesBetweenMeasuredSizes) {
+  std::mt19937_64 rng(20261202);
+  std::uniform_real_distribution<double> unit(0, 1);
+  size_t line_below = 0, checked = 0;
+  for (int curve = 0; curve < 2000; ++curve) {
+    const int pieces = 1 + static_cast<int>(rng() % 3);
+    std::vector<std::array<double, 3>> growths;
+    for (int k = 0; k < pieces; ++k)
+      growths.push_back({unit(rng) * 1e6, (unit(rng) - 0.3) * 4e4, unit(rng) < 0.3 ? 0.0 : unit(rng) * 40});
+    auto truth = [&](int64_t t) {
+      double top = 0;
+      for (const auto& g : growths) top = std::max(top, g[0] + g[1] * static_cast<double>(t) + g[2] * t * t);
+      return static_cast<uint64_t>(std::ceil(top));
+    };
+    std::set<int64_t> sizes;
+    const size_t wanted = 2 + rng() % 2;
+    while (sizes.size() < wanted) sizes.insert(16 + static_cast<int64_t>(rng() % 1024));
+    std::vector<GrowthPoint> measured;
+    for (int64_t t : sizes) measured.push_back({unpacked(t), truth(t)});
+    const GrowthTerm term = fit_growth(measured);
+    ASSERT_EQ(term.knots.size(), sizes.size());
+    for (int64_t t = *sizes.begin(); t <= *sizes.rbegin(); t += 1 + static_cast<int64_t>(rng() % 7)) {
+      ++checked;
+      const uint64_t priced = term.bytes_at(unpacked(t));
+      ASSERT_GE(priced, truth(t)) << "curve " << curve << " at " << t << " tokens";
+      if (term.line(unpacked(t)) + static_cast<double>(term.margin_bytes) < static_cast<double>(truth(t)) - 1)
+        ++line_below;
+    }
+  }
+  EXPECT_GT(checked, 10000u);
+  EXPECT_GT(line_below, 100u) << "the fit alone never fell below: the chords were never needed";
+}
+
+// A packed calibration has no chords: its waves vary in more than tokens.
+TEST(GrowthProperty, PackedCalibrationsHaveNoChords) {
+  std::vector<GrowthPoint> p = {{packed(64, {32, 32}), 1000}, {packed(128, {64, 64}), 2000},
+                                {packed(256, {128, 64, 64}), 4000}};
+  EXPECT_TRUE(fit_growth(p).knots.empty());
+  EXPECT_EQ(fit_growth(points({16, 32, 64}, 10, 2, 0)).knots.size(), 3u);
 }
 
 }  // namespace

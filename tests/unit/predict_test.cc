@@ -17,10 +17,12 @@ GrowthTerm line(double intercept, double per_token, double per_square = 0) {
   return fit_growth(p);
 }
 
+// One event's growth, exact: no chord bounds it (estimator/growth.h).
 MomentFit moment(double intercept, double per_token, double per_square = 0) {
   MomentFit m;
-  m.method = "maximum";
+  m.method = "events";
   m.events.push_back(line(intercept, per_token, per_square));
+  m.events.back().knots.clear();
   return m;
 }
 
