@@ -569,7 +569,8 @@ void index_repeats(Calibration& c) {
   c.moments->after_same_as = repeats(c.moments->after_gradient);
 }
 
-Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor) {
+Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
+                      const std::function<bool(const WaveLiveness&)>& use) {
   Calibration c;
   c.safety_factor = safety_factor;
   for (const Liveness& t : traces) c.layers = std::max(c.layers, t.layers);
@@ -582,6 +583,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
     c.traces.push_back(t.path);
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
+      if (use && !use(w)) continue;
       ++c.waves;
       const WaveSize per_group = group_size(w);
       const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
@@ -642,6 +644,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor)
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
+      if (use && !use(w)) continue;
       WaveResiduals r{t.path, w.index, w.tokens, w.size().square_tokens, w.cold, {}};
       uint64_t retained = 0;
       double retained_fit = 0;
@@ -675,6 +678,15 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["version"] = 2;
   j["layers"] = c.layers;
   j["safety_factor"] = c.safety_factor;
+  if (c.margin.derived) {
+    j["margin"] = {{"derived", true},
+                   {"inside", c.margin.inside},
+                   {"per_doubling", c.margin.per_doubling},
+                   {"largest_tokens", c.margin.largest_tokens},
+                   {"evidence", c.margin.evidence}};
+  } else if (!c.margin.evidence.empty()) {
+    j["margin"] = {{"derived", false}, {"evidence", c.margin.evidence}};
+  }
   j["traces"] = c.traces;
   if (!c.warnings.empty()) j["warnings"] = c.warnings;
   j["waves"] = c.waves;
@@ -775,6 +787,25 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
   c.waves = count(j, "waves", where);
+  // Absent in calibrations written before the margin was derived: the flat
+  // safety factor prices them, as it did.
+  if (j.contains("margin")) {
+    const Json& m = j["margin"];
+    const std::string at = where + ".margin";
+    if (!m.is_object() || !m.contains("derived") || !m["derived"].is_boolean())
+      throw CalibrationError(at + ": must be an object with \"derived\": true or false");
+    c.margin.derived = m["derived"].get<bool>();
+    if (c.margin.derived) {
+      c.margin.inside = number(m, "inside", at);
+      c.margin.per_doubling = number(m, "per_doubling", at);
+      c.margin.largest_tokens = static_cast<int64_t>(count(m, "largest_tokens", at));
+      if (!(c.margin.inside >= 0 && c.margin.inside <= 63) || !(c.margin.per_doubling >= 0 && c.margin.per_doubling <= 63))
+        throw CalibrationError(at + ": inside and per_doubling must be fractions from 0 to 63");
+    }
+    if (m.contains("evidence") && m["evidence"].is_array())
+      for (const Json& line : m["evidence"])
+        if (line.is_string()) c.margin.evidence.push_back(line.get<std::string>());
+  }
   if (j.contains("warnings")) {
     const Json& w = j["warnings"];
     if (!w.is_array()) throw CalibrationError("calibration.warnings: must be an array of strings");

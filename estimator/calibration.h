@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -96,7 +97,12 @@ struct MomentFits {
 
 struct Calibration {
   int32_t layers = 0;
-  double safety_factor = 1.1;
+  double safety_factor = 1.1;  // the flat factor, when the margin is not derived
+  Margin margin;
+  // The factor a wave's required bytes take over its raw bytes.
+  double factor(int64_t group_tokens) const {
+    return margin.derived ? margin.factor(group_tokens) : safety_factor;
+  }
   std::vector<GrowthTerm> boundary;        // per decoder layer, per group's tokens
   std::vector<uint32_t> boundary_same_as;  // as MomentFits::before_same_as
   GrowthTerm workspace;
@@ -140,7 +146,10 @@ struct Calibration {
 void index_repeats(Calibration& calibration);
 
 // Needs at least one wave with a token count. Throws CalibrationError.
-Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor = 1.1);
+// `use` (when given) picks the waves to fit from: the derived margin fits
+// the calibration again with each size left out.
+Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor = 1.1,
+                      const std::function<bool(const WaveLiveness&)>& use = {});
 
 CalibrationJson calibration_to_json(const Calibration& calibration);
 // Throws CalibrationError naming the field that is missing or wrong.

@@ -48,7 +48,11 @@ int64_t measured_moment(const WaveLiveness& w, const pricing::PeakLocation& peak
 }  // namespace
 
 pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
-  pricing::Plan plan = calibrated_plan(c, w.cold);
+  // The margin's distance beyond the calibrated sizes: the largest group's.
+  int64_t group_tokens = group_size(w.size(), w.groups).tokens;
+  for (const WaveLiveness::Child& child : w.children)
+    group_tokens = std::max(group_tokens, child.tokens / std::max<int64_t>(1, child.groups));
+  pricing::Plan plan = calibrated_plan(c, w.cold, group_tokens);
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {
@@ -100,6 +104,7 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     const pricing::Plan plan = plan_for_wave(c, w, false);
     row.square_tokens = w.size().square_tokens;
     row.price = pricing::price(plan);
+    row.margin = plan.safety_factor - 1.0;
     row.floor_price = pricing::price(plan_for_wave(c, w, true));
     row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);
     row.admitted_error = error_of(row.price.required_bytes, w.measured_peak_bytes);

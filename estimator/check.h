@@ -38,6 +38,7 @@ struct CheckRow {
   pricing::Price floor_price;  // the same plan without pending gradients
   double raw_error = 0;        // raw / measured − 1
   double admitted_error = 0;   // required / measured − 1
+  double margin = 0;           // what the price added over raw: the plan's factor − 1
   double floor_raw_error = 0;
   // Per term: measured in this wave versus what the plan charged: retained,
   // pending_gradient, then with moments the moment the price names

@@ -293,6 +293,16 @@ uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
 }
 
+double Margin::doublings_beyond(int64_t group_tokens) const {
+  if (largest_tokens <= 0 || group_tokens <= largest_tokens) return 0;
+  return std::log2(static_cast<double>(group_tokens) / static_cast<double>(largest_tokens));
+}
+
+double Margin::factor(int64_t group_tokens) const {
+  const double f = 1.0 + inside + per_doubling * doublings_beyond(group_tokens);
+  return std::clamp(f, 1.0, 64.0);
+}
+
 GrowthTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint64_t>& bytes) {
   std::vector<GrowthPoint> points;
   for (size_t i = 0; i < tokens.size() && i < bytes.size(); ++i) points.push_back({unpacked(tokens[i]), bytes[i]});

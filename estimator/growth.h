@@ -138,6 +138,26 @@ struct GrowthPoint {
   uint64_t bytes = 0;
 };
 
+// The margin a price adds over its raw bytes, derived by each calibration from
+// its own waves (estimator/margin.h derives it; docs/pricing.md "The derived margin"):
+// a fraction inside the calibrated tokens, growing by `per_doubling` for each
+// doubling of a group's tokens beyond the largest calibrated. Not derived
+// (calibrate --safety, or calibrations written before it): the flat safety
+// factor.
+struct Margin {
+  bool derived = false;
+  double inside = 0;        // fraction of raw bytes
+  double per_doubling = 0;  // fraction per doubling beyond largest_tokens
+  int64_t largest_tokens = 0;
+  // How it was derived: one line per size left out, and the jitter of
+  // repeated waves; or why it was not.
+  std::vector<std::string> evidence;
+  // required = floor(raw x factor); never below 1, at most 64 (the plan's limits).
+  double factor(int64_t group_tokens) const;
+  // Doublings of a group's tokens beyond the largest calibrated (0 inside).
+  double doublings_beyond(int64_t group_tokens) const;
+};
+
 GrowthTerm fit_growth(const std::vector<GrowthPoint>& points);
 // The linear envelope in tokens alone (growth linear or flat): the fit of
 // calibrations written before growth was chosen.

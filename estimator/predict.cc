@@ -153,9 +153,9 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
-pricing::Plan calibrated_plan(const Calibration& c, bool cold) {
+pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens) {
   pricing::Plan plan;
-  plan.safety_factor = c.safety_factor;
+  plan.safety_factor = c.factor(group_tokens);
   plan.transient_bytes = as_bytes(c.first_execution_bytes);
   plan.profiled = !cold;
   return plan;
@@ -312,7 +312,8 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
       throw PredictError(fmt::format("slots[{}]", i), fmt::format("\"{}\" is given twice", slots[i]));
   }
   Prediction p;
-  p.plan = calibrated_plan(c, request.cold);
+  p.request_tokens = request.tokens;
+  p.plan = calibrated_plan(c, request.cold, request.tokens / static_cast<int64_t>(slots.size()));
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, packed(request.tokens, request.sequence_lengths),

@@ -60,9 +60,10 @@ struct Extrapolation {
   std::vector<const char*> noted_outside_, noted_few_;
 };
 
-// A plan of no forward yet: the calibration's safety factor, and its
+// A plan of no forward yet: the calibration's margin for a wave whose
+// largest group has `group_tokens` tokens (Calibration::factor), and its
 // first-execution allowance charged when the wave is cold.
-pricing::Plan calibrated_plan(const Calibration& calibration, bool cold);
+pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens);
 
 // One forward of `whole` in `groups` groups training `slots` in order.
 // `live_at_start` (per layer) is what is known to be live of the slots'
@@ -80,6 +81,7 @@ pricing::Forward calibrated_split(const Calibration& calibration, const std::vec
                                   Extrapolation* extrapolation = nullptr);
 
 struct Prediction {
+  int64_t request_tokens = 0;  // the whole wave's
   pricing::Plan plan;
   pricing::Price price;
   Extrapolation extrapolation;

@@ -1,5 +1,8 @@
 #include "estimator/predict_json.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace psc {
@@ -23,12 +26,31 @@ bool by_moments(const Prediction& p) {
   return false;
 }
 
+// What the price added over raw, and why: the calibration's derived margin at
+// this wave's distance beyond its sizes, or the flat factor.
+pricing::Json margin_to_json(const Calibration& c, const Prediction& p) {
+  const double factor = p.plan.safety_factor;
+  std::string why;
+  if (c.margin.derived) {
+    const int64_t groups = p.plan.forwards.empty() ? 1 : std::max<int64_t>(1, std::ssize(p.plan.forwards[0].groups));
+    const double beyond = c.margin.doublings_beyond(p.plan.forwards.empty() ? 0 : p.request_tokens / groups);
+    why = fmt::format("derived from the calibration's sizes left out in turn: +{:.2f}% inside, +{:.2f}% per doubling "
+                      "beyond {} tokens per group; this wave is {:.2f} doublings beyond",
+                      c.margin.inside * 100, c.margin.per_doubling * 100, c.margin.largest_tokens, beyond);
+  } else {
+    why = fmt::format("the flat safety factor x{}{}", c.safety_factor,
+                      c.margin.evidence.empty() ? std::string() : " (" + c.margin.evidence.front() + ")");
+  }
+  return {{"fraction", factor - 1.0}, {"derived", c.margin.derived}, {"why", why}};
+}
+
 }  // namespace
 
 pricing::Json prediction_to_json(const Calibration& c, const WaveRequest& request, const Prediction& p) {
   pricing::Json j = pricing::price_to_json(p.price);
   j["request"] = request_to_json(request);
   j["pricing"] = by_moments(p) ? "worst moment" : "sum of maxima";
+  j["margin"] = margin_to_json(c, p);
   j["warnings"] = p.extrapolation.warnings(c);
   j["extrapolated"] = {{"outside", p.extrapolation.outside}, {"few_sizes", p.extrapolation.few_sizes}};
   return j;

@@ -57,6 +57,9 @@ class CalibrationTest(unittest.TestCase):
         self.assertEqual(len(set(gradients)), 1, gradients)
         self.assertGreater(gradients[0], 0)
         self.assertEqual(len(calibration["residuals"]), 4)
+        # Two sizes cannot leave one out and keep a growth: the flat factor, and why.
+        self.assertFalse(calibration["margin"]["derived"])
+        self.assertIn("not derived", calibration["margin"]["evidence"][0])
 
     def test_check_on_held_out_waves(self):
         self.assertEqual(self.calibrate.returncode, 0, self.calibrate.stderr)
@@ -68,6 +71,7 @@ class CalibrationTest(unittest.TestCase):
         for wave in waves:
             self.assertTrue(KEYS <= wave.keys(), wave.keys())
             self.assertGreaterEqual(wave["required_bytes"], wave["raw_bytes"])
+            self.assertAlmostEqual(wave["margin"], 0.1)
         # The first wave of a step has pending gradients: floor-only prices it lower.
         self.assertLess(waves[0]["floor_raw_bytes"], waves[0]["raw_bytes"])
         self.assertEqual(waves[1]["floor_raw_bytes"], waves[1]["raw_bytes"])
@@ -123,10 +127,31 @@ class HostFloorTest(unittest.TestCase):
         self.assertEqual(calibrate.returncode, 0, calibrate.stderr)
         self.assertIn("warning", calibrate.stderr)
         with open(self.calibration) as f:
-            self.assertIn("size floor", " ".join(json.load(f)["warnings"]))
+            calibration = json.load(f)
+        self.assertIn("size floor", " ".join(calibration["warnings"]))
+        # Three sizes: each left out in turn, the margin read off the prices.
+        margin = calibration["margin"]
+        self.assertTrue(margin["derived"])
+        self.assertEqual(len([e for e in margin["evidence"] if "left out" in e]), 3, margin)
+        self.assertGreaterEqual(margin["inside"], 0)
+        self.assertEqual(margin["largest_tokens"], 64)
+        self.assertIn("margin (derived)", calibrate.stdout)
         price = run("price", "--calibration", self.calibration, "--tokens", "48", "--json")
         self.assertEqual(price.returncode, 0, price.stderr)
-        self.assertTrue(any("size floor" in w for w in json.loads(price.stdout)["warnings"]), price.stdout)
+        priced = json.loads(price.stdout)
+        self.assertTrue(any("size floor" in w for w in priced["warnings"]), price.stdout)
+        self.assertTrue(priced["margin"]["derived"])
+        self.assertAlmostEqual(priced["margin"]["fraction"], margin["inside"])
+        beyond = json.loads(run("price", "--calibration", self.calibration, "--tokens", "256", "--json").stdout)
+        self.assertIn("2.00 doublings beyond", beyond["margin"]["why"])
+        self.assertAlmostEqual(beyond["margin"]["fraction"], margin["inside"] + 2 * margin["per_doubling"])
+        flat = os.path.join(self.directory.name, "flat.json")
+        self.assertEqual(run("calibrate", self.trace, "-o", flat, "--allow-host-floor", "--safety", "1.25")
+                         .returncode, 0)
+        flat_price = json.loads(run("price", "--calibration", flat, "--tokens", "48", "--json").stdout)
+        self.assertFalse(flat_price["margin"]["derived"])
+        self.assertAlmostEqual(flat_price["margin"]["fraction"], 0.25)
+        self.assertIn("--safety", flat_price["margin"]["why"])
         check = run("check", "--calibration", self.calibration, self.trace, "--json", "--allow-host-floor")
         self.assertIn(check.returncode, (0, 1), check.stderr)
         self.assertIn("warning", check.stderr)

@@ -162,3 +162,35 @@ TEST(GrowthProperty, PackedCalibrationsHaveNoChords) {
 
 }  // namespace
 }  // namespace psc
+
+namespace psc {
+namespace {
+
+// The derived margin: its inside part everywhere up to the largest
+// calibrated size, then more for each doubling beyond it; never below 1.
+TEST(Margin, GrowsWithTheDistanceBeyondTheCalibratedSizes) {
+  Margin m;
+  m.derived = true;
+  m.inside = 0.02;
+  m.per_doubling = 0.05;
+  m.largest_tokens = 256;
+  EXPECT_DOUBLE_EQ(m.factor(16), 1.02);
+  EXPECT_DOUBLE_EQ(m.factor(256), 1.02);
+  EXPECT_DOUBLE_EQ(m.doublings_beyond(1024), 2.0);
+  EXPECT_DOUBLE_EQ(m.factor(512), 1.07);
+  EXPECT_DOUBLE_EQ(m.factor(1024), 1.12);
+  EXPECT_NEAR(m.factor(768), 1.02 + 0.05 * std::log2(3.0), 1e-12);
+  // Monotone in tokens: admission's search needs prices that never shrink.
+  double last = 0;
+  for (int64_t t = 1; t < 5000; t += 7) {
+    EXPECT_GE(m.factor(t), last);
+    last = m.factor(t);
+  }
+  Margin none;
+  none.derived = true;
+  none.largest_tokens = 64;
+  EXPECT_DOUBLE_EQ(none.factor(4096), 1.0) << "no shortfall measured: raw is the price";
+}
+
+}  // namespace
+}  // namespace psc

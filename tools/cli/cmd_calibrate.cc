@@ -17,6 +17,7 @@
 #include "common/progress.h"
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
+#include "estimator/margin.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
 
@@ -30,6 +31,7 @@ struct CalibrateOptions {
   std::vector<std::string> traces;
   std::string out;
   double safety = 1.1;
+  bool flat_safety = false;  // --safety given: no derived margin
   bool allow_host_floor = false;
 };
 
@@ -40,6 +42,7 @@ struct CalibrateOptions {
   args.option({"--safety"}, [&](const std::string&, const std::string& value) {
     char* end = nullptr;
     o.safety = std::strtod(value.c_str(), &end);
+    o.flat_safety = true;
     if (value.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
       throw UsageError("--safety needs a factor between 1 and 64, not '" + value + "'");
   });
@@ -121,6 +124,17 @@ void print_fits(const Calibration& c) {
   }
 }
 
+void print_margin(const Calibration& c) {
+  const Margin& m = c.margin;
+  if (m.derived)
+    fmt::print("margin (derived): +{:.2f}% inside the calibrated sizes, +{:.2f}% more per doubling beyond {} tokens "
+               "per group\n",
+               m.inside * 100, m.per_doubling * 100, m.largest_tokens);
+  else
+    fmt::print("margin: the flat safety factor x{}\n", c.safety_factor);
+  for (const std::string& line : m.evidence) fmt::print("  {}\n", line);
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -145,11 +159,20 @@ int cmd_calibrate(int argc, char** argv) {
   // A CalibrationError reaches main, which prints it like any bad input.
   Calibration calibration = calibrate(traces, o.safety);
   calibration.warnings = warnings;
+  if (!o.flat_safety) {
+    progress_stage("deriving the margin: each size left out in turn", 0);
+    calibration.margin = derive_margin(traces, calibration);
+    progress_done();
+  } else {
+    calibration.margin.evidence.push_back(
+        fmt::format("not derived: calibrate --safety {} asked for the flat factor", o.safety));
+  }
   std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
   out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
   out.flush();
   if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
   print_fits(calibration);
+  print_margin(calibration);
   if (calibration.workspace_after_gradient) {
     const GrowthTerm& a = *calibration.workspace_after_gradient;
     std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,

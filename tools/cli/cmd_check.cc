@@ -61,9 +61,9 @@ std::string priced_peak(const pricing::Price& p) {
 }
 
 void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckSummary& summary) {
-  std::printf("%-6s %5s %6s %4s %19s %12s %14s %9s %14s %15s %9s  %s\n", "trace", "wave", "tokens", "cold",
-              "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "admitted_error", "floor_raw_bytes",
-              "floor_err", "peak in");
+  std::printf("%-6s %5s %6s %4s %19s %12s %14s %9s %8s %14s %15s %9s  %s\n", "trace", "wave", "tokens", "cold",
+              "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "margin", "admitted_error",
+              "floor_raw_bytes", "floor_err", "peak in");
   std::string last_trace;
   int trace_index = -1;
   for (const CheckRow& r : rows) {
@@ -74,9 +74,10 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
     }
     const pricing::Price& p = r.priced(floor_only);
     std::printf(
-        "%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n", trace_index, r.wave,
-        static_cast<long long>(r.tokens), r.cold ? "yes" : "no", static_cast<unsigned long long>(r.measured_peak_bytes),
-        static_cast<long long>(p.raw_bytes), static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100,
+        "%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+7.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n", trace_index,
+        r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
+        static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
+        static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100, r.margin * 100,
         r.admitted_error_of(floor_only) * 100, static_cast<long long>(r.floor_price.raw_bytes), r.floor_raw_error * 100,
         r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(), r.under_estimate(floor_only) ? "  UNDER" : "");
   }

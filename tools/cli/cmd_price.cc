@@ -169,6 +169,8 @@ void print_prediction(const std::string& path, const Json& p) {
              r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
              p["pricing"].get<std::string>());
   print_price_table(p, "");
+  fmt::print("margin: {:+.2f}%: {}\n", p["margin"]["fraction"].get<double>() * 100,
+             p["margin"]["why"].get<std::string>());
   print_warnings(p["warnings"]);
 }
 

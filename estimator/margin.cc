@@ -1,0 +1,121 @@
+#include "estimator/margin.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "estimator/check.h"
+
+namespace psc {
+namespace {
+
+// A calibrated size: a group's tokens and squared sequence lengths, as the
+// fits key their points.
+using SizeKey = std::pair<int64_t, double>;
+
+bool calibrated(const WaveLiveness& w) { return w.tokens > 0 && w.children.empty(); }
+
+SizeKey size_of(const WaveLiveness& w) {
+  const WaveSize s = group_size(w.size(), w.groups);
+  return {s.tokens, s.square_tokens};
+}
+
+// The largest relative spread of measured peaks among waves recorded more
+// than once in the same state: same shape, same packing, cold or warm alike,
+// the same gradients live when they began. Not a fit's error: the peak's own.
+double jitter(const std::vector<Liveness>& traces, std::string* where) {
+  using Key = std::tuple<int64_t, std::vector<int64_t>, bool, int64_t, std::vector<std::string>, uint64_t>;
+  std::map<Key, std::pair<uint64_t, uint64_t>> range;  // least, largest peak
+  for (const Liveness& t : traces) {
+    for (const WaveLiveness& w : t.waves) {
+      if (!calibrated(w)) continue;
+      const uint64_t live = std::accumulate(w.gradient_live_at_start_bytes.begin(),
+                                            w.gradient_live_at_start_bytes.end(), uint64_t{0});
+      const Key key{w.tokens, w.sequence_lengths, w.cold, w.groups, w.slots, live};
+      auto [it, fresh] = range.emplace(key, std::make_pair(w.measured_peak_bytes, w.measured_peak_bytes));
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, w.measured_peak_bytes);
+        it->second.second = std::max(it->second.second, w.measured_peak_bytes);
+      }
+    }
+  }
+  double worst = 0;
+  for (const auto& [key, peaks] : range) {
+    if (peaks.second == 0) continue;
+    const double spread = static_cast<double>(peaks.second - peaks.first) / static_cast<double>(peaks.second);
+    if (spread > worst) {
+      worst = spread;
+      *where = fmt::format("{} tokens {}", std::get<0>(key), std::get<2>(key) ? "cold" : "warm");
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& full) {
+  Margin m;
+  std::set<SizeKey> sizes;
+  for (const Liveness& t : traces)
+    for (const WaveLiveness& w : t.waves)
+      if (calibrated(w)) sizes.insert(size_of(w));
+  std::set<int64_t> tokens;
+  for (const SizeKey& s : sizes) tokens.insert(s.first);
+  if (tokens.size() < 3) {
+    m.evidence.push_back(fmt::format(
+        "not derived: {} calibrated size{} (tokens per group); leaving one out needs three or more, so prices "
+        "take the flat safety factor x{}",
+        tokens.size(), tokens.size() == 1 ? "" : "s", full.safety_factor));
+    return m;
+  }
+  m.derived = true;
+  m.largest_tokens = *tokens.rbegin();
+  for (const int64_t left_out : tokens) {
+    const auto use = [&](const WaveLiveness& w) { return size_of(w).first != left_out; };
+    const Calibration rest = calibrate(traces, full.safety_factor, use);
+    double worst = INFINITY;
+    size_t priced = 0;
+    for (const Liveness& t : traces) {
+      std::set<int32_t> waves;
+      for (const WaveLiveness& w : t.waves)
+        if (calibrated(w) && !use(w)) waves.insert(w.index);
+      if (waves.empty()) continue;
+      for (const CheckRow& r : check_trace(rest, t)) {
+        if (!waves.count(r.wave)) continue;
+        ++priced;
+        worst = std::min(worst, r.raw_error);
+      }
+    }
+    if (priced == 0) continue;
+    const double under = std::max(0.0, -worst);
+    int64_t others_largest = 0;
+    for (int64_t k : tokens)
+      if (k != left_out) others_largest = std::max(others_largest, k);
+    if (left_out > others_largest) {
+      const double doublings = std::log2(static_cast<double>(left_out) / static_cast<double>(others_largest));
+      m.per_doubling = std::max(m.per_doubling, under / doublings);
+      m.evidence.push_back(fmt::format(
+          "{} tokens left out, priced from the others ({:.2f} doublings beyond them): worst raw error "
+          "{:+.2f}% over {} waves",
+          left_out, doublings, worst * 100, priced));
+    } else {
+      m.inside = std::max(m.inside, under);
+      m.evidence.push_back(fmt::format(
+          "{} tokens left out, priced from the others ({}): worst raw error {:+.2f}% over {} waves", left_out,
+          left_out < *tokens.begin() + 1 ? "below them" : "between them", worst * 100, priced));
+    }
+  }
+  std::string where;
+  const double spread = jitter(traces, &where);
+  if (spread > 0) m.evidence.push_back(fmt::format("repeated waves differ by up to {:.3f}% ({})", spread * 100, where));
+  m.inside = std::max(m.inside, spread);
+  return m;
+}
+
+}  // namespace psc
