@@ -22,9 +22,12 @@ WaveSize group_size(const WaveLiveness& w) { return psc::group_size(w.size(), w.
 Json nullable(double v) { return v < 0 ? Json(nullptr) : Json(v); }
 
 Json line_to_json(const GrowthLine& l) {
-  return {{"intercept_bytes", l.intercept},
-          {"bytes_per_token", l.per_token},
-          {"bytes_per_square_token", l.per_square_token}};
+  Json j = {{"intercept_bytes", l.intercept},
+            {"bytes_per_token", l.per_token},
+            {"bytes_per_square_token", l.per_square_token}};
+  if (l.per_longest_square != 0) j["bytes_per_longest_square"] = l.per_longest_square;
+  if (l.per_sequence != 0) j["bytes_per_sequence"] = l.per_sequence;
+  return j;
 }
 
 Json term_to_json(const GrowthTerm& t) {
@@ -33,6 +36,9 @@ Json term_to_json(const GrowthTerm& t) {
   j["intercept_bytes"] = t.intercept;
   j["bytes_per_token"] = t.per_token;
   j["bytes_per_square_token"] = t.per_square_token;
+  // Packed calibrations only; absent: 0.
+  if (t.per_longest_square != 0) j["bytes_per_longest_square"] = t.per_longest_square;
+  if (t.per_sequence != 0) j["bytes_per_sequence"] = t.per_sequence;
   j["margin_bytes"] = t.margin_bytes;
   j["points"] = t.points;
   j["sizes"] = t.sizes;
@@ -44,6 +50,7 @@ Json term_to_json(const GrowthTerm& t) {
                 {"least_longest_share", t.least_longest_share},
                 {"longest_square", t.largest.longest_square}};
   j["beyond"] = t.has_beyond ? line_to_json(t.beyond) : Json(nullptr);
+  if (!t.longest_bound) j["longest_bound"] = false;
   j["left_out_error"] = {{"linear", nullable(t.left_out_error_linear)},
                          {"quadratic", nullable(t.left_out_error_quadratic)}};
   if (!t.knots.empty()) {
@@ -95,6 +102,8 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
     throw CalibrationError(where + ".growth: " + e.what());
   }
   t.per_square_token = number(j, "bytes_per_square_token", where);
+  t.per_longest_square = optional_number(j, "bytes_per_longest_square", where, 0);
+  t.per_sequence = optional_number(j, "bytes_per_sequence", where, 0);
   t.sizes = count(j, "sizes", where);
   const Json& range = field(j, "range", where);
   const Json& tokens = field(range, "tokens", where + ".range");
@@ -125,11 +134,17 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
     t.has_beyond = true;
     t.beyond = {number(beyond, "intercept_bytes", where + ".beyond"),
                 number(beyond, "bytes_per_token", where + ".beyond"),
-                number(beyond, "bytes_per_square_token", where + ".beyond")};
+                number(beyond, "bytes_per_square_token", where + ".beyond"),
+                optional_number(beyond, "bytes_per_longest_square", where + ".beyond", 0),
+                optional_number(beyond, "bytes_per_sequence", where + ".beyond", 0)};
   }
   if (j.contains("left_out_error") && j.at("left_out_error").is_object()) {
     t.left_out_error_linear = optional_number(j.at("left_out_error"), "linear", where + ".left_out_error", -1);
     t.left_out_error_quadratic = optional_number(j.at("left_out_error"), "quadratic", where + ".left_out_error", -1);
+  }
+  if (j.contains("longest_bound")) {
+    if (!j.at("longest_bound").is_boolean()) throw CalibrationError(where + ".longest_bound: must be true or false");
+    t.longest_bound = j.at("longest_bound").get<bool>();
   }
   // Absent in calibrations written before the chords bounded prices.
   if (j.contains("knots")) {
@@ -197,12 +212,15 @@ std::pair<double, double> ratio_and_credit(const Whole& whole, const Samples& pa
 // `term` x scale - shift, its fit and its growth beyond alike; no margin.
 GrowthTerm scaled_and_shifted(GrowthTerm term, double scale, double shift) {
   auto apply = [&](GrowthLine l) {
-    return GrowthLine{l.intercept * scale - shift, l.per_token * scale, l.per_square_token * scale};
+    return GrowthLine{l.intercept * scale - shift, l.per_token * scale, l.per_square_token * scale,
+                      l.per_longest_square * scale, l.per_sequence * scale};
   };
   const GrowthLine fit = apply(term.fit());
   term.intercept = fit.intercept;
   term.per_token = fit.per_token;
   term.per_square_token = fit.per_square_token;
+  term.per_longest_square = fit.per_longest_square;
+  term.per_sequence = fit.per_sequence;
   term.beyond = apply(term.beyond);
   term.margin_bytes = 0;
   return term;
@@ -292,7 +310,8 @@ Samples maxima(const MomentPoints& points) {
 // coefficient, for the fit and for the growth beyond the calibrated sizes.
 bool bounded_by(const GrowthTerm& a, const GrowthTerm& b) {
   auto below = [](const GrowthLine& x, const GrowthLine& y) {
-    return x.intercept <= y.intercept && x.per_token <= y.per_token && x.per_square_token <= y.per_square_token;
+    return x.intercept <= y.intercept && x.per_token <= y.per_token && x.per_square_token <= y.per_square_token &&
+           x.per_longest_square <= y.per_longest_square && x.per_sequence <= y.per_sequence;
   };
   if (a.margin_bytes > b.margin_bytes || !below(a.fit(), b.fit())) return false;
   if (!a.has_beyond) return true;
@@ -626,7 +645,11 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
         c.first_execution_unexplained_bytes = std::max(c.first_execution_unexplained_bytes, unexplained);
         const uint64_t peak_delta =
             w.measured_peak_bytes > warm.measured_peak_bytes ? w.measured_peak_bytes - warm.measured_peak_bytes : 0;
-        c.first_execution_bytes = std::max(c.first_execution_bytes, peak_delta + unexplained);
+        // The cold peak is at most the twin's state at that moment plus the
+        // first-execution allocations live then: their most live together
+        // bounds it at any size where they do not grow.
+        c.first_execution_bytes =
+            std::max({c.first_execution_bytes, peak_delta + unexplained, w.first_execution_max_live_bytes + unexplained});
         c.first_execution_at_peak_bytes = std::max(c.first_execution_at_peak_bytes, w.first_execution_at_peak_bytes);
       }
     }

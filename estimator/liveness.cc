@@ -314,6 +314,23 @@ void pair_first_execution(const std::vector<Made*>& cold, const std::vector<Made
   }
 }
 
+// The most bytes of `category` live together among `made` (by sequence).
+uint64_t most_live(const std::vector<Made*>& made, Category category) {
+  std::vector<std::pair<uint64_t, int64_t>> changes;  // seq, +bytes at alloc / -bytes at its end
+  for (const Made* m : made) {
+    if (m->category != category) continue;
+    changes.emplace_back(m->alloc_seq, static_cast<int64_t>(m->bytes));
+    if (m->end_seq != UINT64_MAX) changes.emplace_back(m->end_seq, -static_cast<int64_t>(m->bytes));
+  }
+  std::sort(changes.begin(), changes.end());  // a free before an alloc of the same seq never happens
+  int64_t live = 0, most = 0;
+  for (const auto& [seq, delta] : changes) {
+    live += delta;
+    most = std::max(most, live);
+  }
+  return static_cast<uint64_t>(most);
+}
+
 // A cold wave's allocation made in a layer's backward that outlives the
 // wave's other adapter gradients by a whole wave (they die at zero_grad with
 // set_to_none, or in the optimizer; it lives through the next wave that
@@ -451,7 +468,10 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
 }  // namespace
 
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b) {
-  return a.tokens == b.tokens && a.groups == b.groups && a.slots == b.slots;
+  // Packings of the same tokens are other shapes: 32+32 runs other kernels
+  // (and makes other tensors) than 16+16+16+16.
+  return a.tokens == b.tokens && a.groups == b.groups && a.slots == b.slots &&
+         a.size().sequences == b.size().sequences && a.sequence_lengths == b.sequence_lengths;
 }
 
 namespace {
@@ -510,6 +530,7 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       pair_first_execution(by_wave[i], by_wave[j], &cold);
       break;
     }
+    cold.first_execution_max_live_bytes = most_live(by_wave[i], Category::kFirstExecution);
     // Later waves found them live as if they were gradients: no longer.
     for (const Made* m : not_gradients) {
       for (size_t j = 0; j < analysis.waves.size() && j < pass.gradient_live_at_start.size(); ++j) {

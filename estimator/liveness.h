@@ -118,6 +118,12 @@ struct WaveLiveness {
   int32_t warm_twin = -1;
   uint64_t first_execution_bytes = 0;          // unmatched allocations, in all
   uint64_t first_execution_at_peak_bytes = 0;  // of those, live at the peak
+  // Of those, the most live together at any moment of the wave: the warm
+  // twin's state at that moment plus this bounds the cold wave's peak
+  // wherever it falls (the peak delta alone does not: a cold wave's peak can
+  // sit at another moment than its twin's, and the gap between the two
+  // moments changes with size).
+  uint64_t first_execution_max_live_bytes = 0;
 };
 
 // An allocation whose category the wave-level rules changed (first_execution,
@@ -173,7 +179,7 @@ Analysis analyze_report(const std::string& path, const AnalysisOptions& options 
 // unless told to accept it (--allow-host-floor), and then say so.
 std::string host_floor_problem(const Liveness& t);
 
-// Shape of a wave for cold/warm pairing: tokens, groups and slots.
+// Shape of a wave for cold/warm pairing: tokens, packing, groups and slots.
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b);
 
 }  // namespace psc
