@@ -105,6 +105,7 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     row.square_tokens = w.size().square_tokens;
     row.price = pricing::price(plan);
     row.margin = plan.safety_factor - 1.0;
+    row.outside = c.workspace.outside_features(group_size(w.size(), w.groups));
     row.floor_price = pricing::price(plan_for_wave(c, w, true));
     row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);
     row.admitted_error = error_of(row.price.required_bytes, w.measured_peak_bytes);

@@ -39,6 +39,9 @@ struct CheckRow {
   double raw_error = 0;        // raw / measured − 1
   double admitted_error = 0;   // required / measured − 1
   double margin = 0;           // what the price added over raw: the plan's factor − 1
+  // The features of the wave's groups outside the calibrated sizes
+  // (GrowthTerm::outside_features), naming what a miss extrapolated in.
+  std::vector<std::string> outside;
   double floor_raw_error = 0;
   // Per term: measured in this wave versus what the plan charged: retained,
   // pending_gradient, then with moments the moment the price names

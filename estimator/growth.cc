@@ -417,6 +417,19 @@ double GrowthTerm::chord(WaveSize size) const {
   return a.bytes + (b.bytes - a.bytes) * x;
 }
 
+std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const {
+  std::vector<std::string> out;
+  if (sizes == 0) return out;
+  const double eps = 1e-9;
+  if (size.tokens < smallest.tokens || size.tokens > largest.tokens) out.push_back("tokens");
+  if (size.square_tokens < smallest.square_tokens * (1 - eps) || size.square_tokens > largest.square_tokens * (1 + eps))
+    out.push_back("squares");
+  if (size.sequences > largest.sequences) out.push_back("sequences");
+  if (size.longest_square > largest.longest_square * (1 + eps)) out.push_back("longest");
+  if (size.longest_square > longest_share * (1 + eps) * size.square_tokens) out.push_back("longest share");
+  return out;
+}
+
 uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
   size = priced_size(size);
   double v = std::ceil(std::max(line(size), chord(size)));

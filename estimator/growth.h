@@ -133,6 +133,10 @@ struct GrowthTerm {
   // Outside the sizes calibrated (either feature), or calibrated from fewer
   // than three sizes: a price from it is an extrapolation.
   bool outside(WaveSize size) const;
+  // Which features of `size` lie outside the calibrated ones, by name
+  // ("tokens", "squares", "sequences", "longest", "longest share"), for a
+  // miss to be named; empty inside.
+  std::vector<std::string> outside_features(WaveSize size) const;
   bool few_sizes() const { return sizes < 3; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
   uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }

@@ -84,8 +84,9 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
   std::printf(
       "\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave, or for "
       "\"moment\" what the wave held beside boundaries and gradients at the moment the price names)\n");
-  std::printf("%-6s %5s %6s %12s %16s %12s %14s %12s %12s %12s  %s\n", "trace", "wave", "tokens", "retained",
-              "pending_gradient", "workspace", "input_gradient", "output", "moment", "coincidence", "priced peak");
+  std::printf("%-6s %5s %6s %12s %16s %12s %14s %12s %12s %12s  %-28s %s\n", "trace", "wave", "tokens", "retained",
+              "pending_gradient", "workspace", "input_gradient", "output", "moment", "coincidence", "priced peak",
+              "outside the calibrated");
   static const char* const kColumns[] = {"retained",       "pending_gradient", "workspace",
                                          "input_gradient", "output",           "moment"};
   static const int kWidths[] = {12, 16, 12, 14, 12, 12};
@@ -112,10 +113,12 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
     // The rest of the over-estimate: terms charged together whose maxima
     // the wave did not reach at the same time (and the adapter term's shape).
     const pricing::Price& p = r.priced(floor_only);
+    std::string outside;
+    for (const std::string& f : r.outside) outside += (outside.empty() ? "" : ",") + f;
     std::printf(
-        " %12lld  %s\n",
+        " %12lld  %-28s %s\n",
         std::llround(static_cast<double>(p.raw_bytes) - static_cast<double>(r.measured_peak_bytes) - terms_over),
-        priced_peak(p).c_str());
+        priced_peak(p).c_str(), outside.empty() ? "-" : outside.c_str());
   }
   std::printf("\n%s prices\n", floor_only ? "floor-only" : "full");
   for (const auto& [name, s] :
