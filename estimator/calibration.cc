@@ -600,6 +600,8 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
   MomentSamples moments(layers);
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
+    c.sequence_allowance_bytes = std::max<uint64_t>(
+        c.sequence_allowance_bytes, (t.analysis.trace.header.flags & format::kHeaderHostMode) ? 64 : 512);
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       if (use && !use(w)) continue;
@@ -733,6 +735,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   Json slots = Json::object();
   for (const auto& [slot, bytes] : c.adapter_gradient_bytes) slots[slot] = bytes;
   j["adapter_gradient_bytes"] = slots;
+  j["sequence_allowance_bytes"] = c.sequence_allowance_bytes;
   j["first_execution"] = {{"bytes", c.first_execution_bytes},
                           {"pairs", c.first_execution_pairs},
                           {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes},
@@ -806,6 +809,9 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   for (auto it = slots.begin(); it != slots.end(); ++it)
     c.adapter_gradient_bytes[it.key()] =
         bytes_array(it.value(), where + ".adapter_gradient_bytes." + it.key(), static_cast<size_t>(c.layers));
+  // Absent in calibrations written before it: no allowance, as they priced.
+  if (j.contains("sequence_allowance_bytes"))
+    c.sequence_allowance_bytes = count(j, "sequence_allowance_bytes", where);
   const Json& first = field(j, "first_execution", where);
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");

@@ -183,6 +183,15 @@ pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_
     forward.input_gradient_bytes = as_bytes(r.at("input_gradient", c.input_gradient, size));
     forward.output_bytes = as_bytes(r.at("output", c.output, size) + others_head);
   }
+  // More sequences than any calibration wave had: each one beyond them is
+  // charged its granule, once per group (Calibration::sequence_allowance_bytes).
+  const double beyond_sequences = c.workspace.sizes > 0 ? size.sequences - c.workspace.largest.sequences : 0;
+  if (beyond_sequences > 0 && c.sequence_allowance_bytes > 0) {
+    const uint64_t allowance = static_cast<uint64_t>(std::ceil(beyond_sequences)) * c.sequence_allowance_bytes *
+                               static_cast<uint64_t>(groups);
+    forward.output_bytes += as_bytes(allowance);
+    if (extrapolation) extrapolation->note("sequences", c.workspace, true);
+  }
   // Every group has the same size: its terms are read once.
   const pricing::Group base = boundaries_at(r, size);
   const MomentValues values = by_moments ? moment_values(r, size) : MomentValues{};
