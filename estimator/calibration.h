@@ -126,7 +126,7 @@ struct Calibration {
   // calibrated ones is charged this much: one allocation granule, 64 bytes
   // on the host (PyTorch's CPU alignment), 512 on a device (the caching
   // allocator's smallest block). Measured per-sequence costs on the random
-  // held-out models were 8-16 bytes (docs/accuracy.md).
+  // held-out models were from 8 bytes a sequence (docs/accuracy.md).
   uint64_t sequence_allowance_bytes = 0;
   uint64_t first_execution_bytes = 0;
   size_t first_execution_pairs = 0;

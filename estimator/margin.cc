@@ -78,7 +78,14 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
   m.largest_tokens = *tokens.rbegin();
   for (const int64_t left_out : tokens) {
     const auto use = [&](const WaveLiveness& w) { return size_of(w).first != left_out; };
-    const Calibration rest = calibrate(traces, full.safety_factor, use);
+    Calibration rest = calibrate(traces, full.safety_factor, use);
+    // Terms measured exactly, not fitted, come from every wave: a step
+    // whose only gradient wave is the size left out would otherwise price it
+    // with no gradients at all, a kind of wave the rest never saw, which says
+    // nothing about how the fits err.
+    rest.adapter_gradient_bytes = full.adapter_gradient_bytes;
+    rest.first_execution_bytes = full.first_execution_bytes;
+    rest.sequence_allowance_bytes = full.sequence_allowance_bytes;
     double worst = INFINITY;
     size_t priced = 0;
     for (const Liveness& t : traces) {

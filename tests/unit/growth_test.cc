@@ -194,3 +194,47 @@ TEST(Margin, GrowsWithTheDistanceBeyondTheCalibratedSizes) {
 
 }  // namespace
 }  // namespace psc
+
+namespace psc {
+namespace {
+
+// Packed calibrations of four sizes or more choose their features by the
+// error on a size left out: a term with a fixed cost per sequence and one that
+// grows with the longest sequence's square are found, and priced right at
+// packings the calibration never saw.
+TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
+  const std::vector<std::vector<int64_t>> calibration = {{32, 32},         {16, 16, 16, 16}, {64, 32, 32},
+                                                         {48, 40, 20, 10, 10}, {128, 128},  {200, 40, 16}};
+  const std::vector<std::vector<int64_t>> unseen = {{80, 48}, {20, 20, 20, 20, 20}, {100, 60, 20}, {30, 30, 30}};
+  struct Case {
+    double a, b, c, l, n;
+  };
+  for (const Case& k : {Case{4096, 64, 0, 0, 1000}, Case{4096, 64, 4, 12, 0}, Case{0, 256, 2, 0, 0}}) {
+    auto truth = [&](const std::vector<int64_t>& lengths) {
+      int64_t tokens = 0;
+      for (int64_t l : lengths) tokens += l;
+      const WaveSize s = packed(tokens, lengths);
+      return static_cast<uint64_t>(k.a + k.b * static_cast<double>(tokens) + k.c * s.square_tokens +
+                                   k.l * s.longest_square + k.n * s.sequences);
+    };
+    std::vector<GrowthPoint> points;
+    for (const auto& lengths : calibration) {
+      int64_t tokens = 0;
+      for (int64_t l : lengths) tokens += l;
+      points.push_back({packed(tokens, lengths), truth(lengths)});
+    }
+    const GrowthTerm term = fit_growth(points);
+    EXPECT_NEAR(term.per_sequence, k.n, 1e-6 * std::max(1.0, k.n));
+    EXPECT_NEAR(term.per_longest_square, k.l, 1e-6 * std::max(1.0, k.l));
+    for (const auto& lengths : unseen) {
+      int64_t tokens = 0;
+      for (int64_t l : lengths) tokens += l;
+      const WaveSize s = packed(tokens, lengths);
+      EXPECT_GE(term.bytes_at(s), truth(lengths)) << k.n << " per sequence, " << k.l << " per longest square";
+      EXPECT_NEAR(term.line(s), static_cast<double>(truth(lengths)), 1.0 + 1e-6 * static_cast<double>(truth(lengths)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace psc
