@@ -120,13 +120,14 @@ struct Calibration {
   // moments were measured): prices then charge the sum of the terms' maxima.
   std::optional<MomentFits> moments;
   std::map<std::string, std::vector<uint64_t>> adapter_gradient_bytes;  // slot → per layer
-  // Packed waves with more sequences than any calibration wave: fixed costs
-  // per sequence (index and length tensors, per-sequence masks' headers) are
-  // not in the fits, which see tokens and squares. Each sequence beyond the
-  // calibrated ones is charged this much: one allocation granule, 64 bytes
-  // on the host (PyTorch's CPU alignment), 512 on a device (the caching
-  // allocator's smallest block). Measured per-sequence costs on the random
-  // held-out models were from 8 bytes a sequence (docs/accuracy.md).
+  // Packed waves packed as no calibration wave was (more sequences, a longer
+  // or larger share of longest sequence): fixed costs per sequence (index and
+  // length tensors) are not in the fits, which took them into their other
+  // coefficients at the calibrated packings. Each of such a wave's sequences
+  // is charged this much: one allocation granule, 64 bytes on the host
+  // (PyTorch's CPU alignment), 512 on a device (the caching allocator's
+  // smallest block). Measured misses they cover on the held-out models: 2 to
+  // 50 bytes a wave (docs/accuracy.md).
   uint64_t sequence_allowance_bytes = 0;
   uint64_t first_execution_bytes = 0;
   size_t first_execution_pairs = 0;

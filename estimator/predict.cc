@@ -35,6 +35,14 @@ struct Reader {
   }
 };
 
+// Packed in a way no calibration wave was: more sequences, a longest
+// sequence longer than any calibrated, or a larger share of the squares in it.
+bool unseen_packing(const GrowthTerm& term, WaveSize size) {
+  for (const std::string& f : term.outside_features(size))
+    if (f == "sequences" || f == "longest" || f == "longest share") return true;
+  return false;
+}
+
 // What the calibration says is left of the workspace once a layer's own
 // gradients are made, capped at the workspace priced; nullopt without it.
 std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, Bytes workspace) {
@@ -183,12 +191,14 @@ pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_
     forward.input_gradient_bytes = as_bytes(r.at("input_gradient", c.input_gradient, size));
     forward.output_bytes = as_bytes(r.at("output", c.output, size) + others_head);
   }
-  // More sequences than any calibration wave had: each one beyond them is
-  // charged its granule, once per group (Calibration::sequence_allowance_bytes).
-  const double beyond_sequences = c.workspace.sizes > 0 ? size.sequences - c.workspace.largest.sequences : 0;
-  if (beyond_sequences > 0 && c.sequence_allowance_bytes > 0) {
-    const uint64_t allowance = static_cast<uint64_t>(std::ceil(beyond_sequences)) * c.sequence_allowance_bytes *
-                               static_cast<uint64_t>(groups);
+  // A packing the calibration never saw (more sequences, or a longer or
+  // larger share of longest sequence): the fits took per-sequence fixed costs
+  // into their other coefficients at the calibrated packings, and at another
+  // one they can be off by them. Each of the wave's sequences is charged its
+  // granule, once per group (Calibration::sequence_allowance_bytes).
+  if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
+    const uint64_t allowance =
+        static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes * static_cast<uint64_t>(groups);
     forward.output_bytes += as_bytes(allowance);
     if (extrapolation) extrapolation->note("sequences", c.workspace, true);
   }
