@@ -38,8 +38,9 @@ pricing::Json margin_to_json(const Calibration& c, const Prediction& p) {
                       "beyond {} tokens per group; this wave is {:.2f} doublings beyond",
                       c.margin.inside * 100, c.margin.per_doubling * 100, c.margin.largest_tokens, beyond);
   } else {
-    why = fmt::format("the flat safety factor x{}{}", c.safety_factor,
-                      c.margin.evidence.empty() ? std::string() : " (" + c.margin.evidence.front() + ")");
+    why = fmt::format("the flat safety factor x{} ({})", c.safety_factor,
+                      c.margin.evidence.empty() ? std::string("a calibration written before margins were derived")
+                                                : c.margin.evidence.front());
   }
   return {{"fraction", factor - 1.0}, {"derived", c.margin.derived}, {"why", why}};
 }

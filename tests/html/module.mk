@@ -11,7 +11,9 @@ define run_html_check
 	  grep '^not ok ' $(BUILD)/html/check.log; exit $$status
 endef
 
-$(HTML_CHECK_STAMP): $(HTML_CHECK_DEPS)
+# Chromium comes from deps-viewers: installed before the check runs, also
+# under `make -j` (where `test`'s prerequisites run side by side).
+$(HTML_CHECK_STAMP): $(HTML_CHECK_DEPS) | deps-viewers
 	$(run_html_check)
 	@touch $@
 
