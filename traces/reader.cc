@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +45,17 @@ constexpr uint64_t kMaxThreadIndex = (1u << 16) - 1;
 constexpr uint64_t kResyncBudgetPerByte = 4;
 
 std::string at(uint64_t offset) { return " at byte " + std::to_string(offset); }
+
+// A path as a shell word, for a command line a message suggests.
+std::string shell_word(const std::string& path) {
+  const bool plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c != 0 && std::strchr("/._-+,:@%=", c) != nullptr);
+  });
+  if (plain) return path;
+  std::string quoted = "'";
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
 
 // What a chunk's metadata records say (strings, thread names, drop and late
 // counts, the command line, the end mark), gathered while it decodes and
@@ -95,6 +107,7 @@ struct DecodedChunk {
   // The decode's results.
   std::vector<Event> events;  // the first `count` are the chunk's; never shrinks
   size_t count = 0;
+  uint64_t max_seq = 0;  // the highest seq among them
   MetaRecords meta;
   std::string error;           // why it did not decode ("" when it did)
   std::exception_ptr failure;  // what the decode threw (an allocation that failed)
@@ -118,6 +131,7 @@ class ChunkDecoder {
   // reason when the payload does not decode (the caller adds the offset).
   void decode(DecodedChunk& chunk) {
     chunk.count = 0;
+    chunk.max_seq = 0;
     chunk.meta.clear();
     chunk.error.clear();
     chunk.failure = nullptr;
@@ -141,6 +155,7 @@ class ChunkDecoder {
     std::vector<Event>& batch = chunk.events;
     if (batch.size() < chunk.expected_events) batch.resize(chunk.expected_events);
     size_t& count = chunk.count;
+    seq_before_jumps_ = 0;
     while (p < end) {
       const uint8_t tag = *p++;
       const uint8_t kind = tag & 0x0f;
@@ -157,6 +172,8 @@ class ChunkDecoder {
       }
       if (!p) return error_.empty() ? "truncated record" : error_;
     }
+    // Seqs rise by one between jumps: the highest is the last, or one a jump left.
+    chunk.max_seq = std::max(seq_before_jumps_, state_.seq);
     return {};
   }
 
@@ -180,6 +197,7 @@ class ChunkDecoder {
     uint64_t v = 0;
     e.seq = state_.seq + 1;
     if (tag & format::kFieldSeqJump) {
+      seq_before_jumps_ = std::max(seq_before_jumps_, state_.seq);
       p = varint(p, end, &v);
       e.seq = state_.seq + 1 + static_cast<uint64_t>(format::unzigzag(v));
     }
@@ -292,6 +310,7 @@ class ChunkDecoder {
   }
 
   format::ChunkCodecState state_;
+  uint64_t seq_before_jumps_ = 0;  // the highest seq a jump (a gap, a late event) left behind in this chunk
   std::vector<format::ThreadCodecState> threads_;
   std::vector<uint32_t> touched_;  // threads with state in this chunk
   bool per_kind_ = true;
@@ -336,7 +355,9 @@ format::RunHeader read_run_header(const InputFile& file, const FileHeader& h, co
 // One chunk at an offset: its header and payload, checked. Failures say
 // whether the file merely ends (truncated) or the bytes are wrong (corrupt).
 struct Probe {
-  enum class Result { kGood, kTruncated, kCorrupt };
+  // kFileHeader: the magic of a file header where a chunk should begin:
+  // another trace appended to this one.
+  enum class Result { kGood, kTruncated, kCorrupt, kFileHeader };
   Result result = Result::kGood;
   std::string reason;
   ChunkHeader header{};
@@ -355,8 +376,10 @@ class ChunkFile {
       p.reason = std::move(reason);
       return p;
     };
-    if (file_.read_at(offset, &h, sizeof h) < sizeof h)
-      return bad(Probe::Result::kTruncated, "file ends inside a chunk header");
+    const size_t got = file_.read_at(offset, &h, sizeof h);
+    if (got >= sizeof format::kMagic && std::memcmp(&h, format::kMagic, sizeof format::kMagic) == 0)
+      return bad(Probe::Result::kFileHeader, "a second file header");
+    if (got < sizeof h) return bad(Probe::Result::kTruncated, "file ends inside a chunk header");
     if (h.magic != format::kChunkMagic || crc32c(&h, offsetof(ChunkHeader, header_crc)) != h.header_crc)
       return bad(Probe::Result::kCorrupt, "bad chunk header");
     if (h.payload_bytes > format::kMaxChunkPayload)
@@ -375,17 +398,27 @@ class ChunkFile {
   // file_bytes when there is none: how the reader steps over a gap (a write
   // that failed mid-run, then later chunks written fine). Reads the file
   // once in blocks; only candidates whose header checksum holds cost a
-  // payload read, and those are capped by the budget.
-  uint64_t next_chunk(uint64_t from) {
+  // payload read, and those are capped by the budget. A whole file header
+  // (magic and checksum) found first ends the search there, *file_header
+  // set: another trace begins inside the damage.
+  uint64_t next_chunk(uint64_t from, bool* file_header) {
+    *file_header = false;
     std::vector<uint8_t> block(size_t{1} << 16);
     const uint8_t magic[4] = {static_cast<uint8_t>(format::kChunkMagic), static_cast<uint8_t>(format::kChunkMagic >> 8),
                               static_cast<uint8_t>(format::kChunkMagic >> 16),
                               static_cast<uint8_t>(format::kChunkMagic >> 24)};
     for (uint64_t base = from; base + sizeof(ChunkHeader) <= file_bytes_;) {
       const size_t got = file_.read_at(base, block.data(), block.size());
-      if (got < sizeof magic) break;
+      if (got < sizeof(ChunkHeader)) break;
       for (size_t i = 0; i + sizeof magic <= got; ++i) {
-        if (std::memcmp(block.data() + i, magic, sizeof magic) != 0) continue;
+        if (block[i] != magic[0]) continue;
+        if (std::memcmp(block.data() + i, magic, sizeof magic) != 0) {
+          if (is_file_header(base + i, block.data() + i, got - i)) {
+            *file_header = true;
+            return base + i;
+          }
+          continue;
+        }
         const uint64_t candidate = base + i;
         ChunkHeader h{};
         if (file_.read_at(candidate, &h, sizeof h) < sizeof h) return file_bytes_;
@@ -397,7 +430,8 @@ class ChunkFile {
         resync_budget_ -= h.payload_bytes;
         if (probe(candidate).result == Probe::Result::kGood) return candidate;
       }
-      base += got - (sizeof magic - 1);  // a magic across the block boundary is seen next time
+      // A magic across the block boundary (a chunk's, a file header's) is seen next time.
+      base += got - (sizeof format::kMagic - 1);
     }
     return file_bytes_;
   }
@@ -405,6 +439,15 @@ class ChunkFile {
   std::vector<uint8_t>& payload() { return payload_; }
 
  private:
+  // A file header at `offset`: its magic (the first of `bytes`, `n` of them
+  // read) and its checksum.
+  bool is_file_header(uint64_t offset, const uint8_t* bytes, size_t n) const {
+    if (n < sizeof format::kMagic || std::memcmp(bytes, format::kMagic, sizeof format::kMagic) != 0) return false;
+    FileHeader h{};
+    return file_.read_at(offset, &h, sizeof h) == sizeof h &&
+           crc32c(&h, offsetof(FileHeader, header_crc)) == h.header_crc;
+  }
+
   const InputFile& file_;
   uint64_t file_bytes_;
   uint64_t resync_budget_ = kResyncBudgetPerByte * file_bytes_ + format::kMaxChunkPayload;
@@ -538,6 +581,33 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
     }
   };
 
+  // A file cut inside its headers (FileHeader, then RunHeader: header_bytes)
+  // before any chunk: the recorder writes both before its first chunk.
+  if (status.file_bytes < meta.header.header_bytes) {
+    offset = status.file_bytes;
+    const bool in_run_header = meta.header.header_bytes >= sizeof(FileHeader) + sizeof(format::RunHeader) &&
+                               status.file_bytes < sizeof(FileHeader) + sizeof(format::RunHeader);
+    damaged(ReadStatus::State::kTruncated,
+            in_run_header ? "file ends inside the run header" : "file ends inside the header");
+  }
+
+  // Another trace appended to this one (ReadStatus) begins at `where`: an
+  // error that says what was found there and how to keep the first trace,
+  // or, when only the first is wanted, the end of the read.
+  auto another_trace = [&](uint64_t where, const std::string& found) {
+    if (!options.first_trace_only)
+      throw TraceError(path, where, "another trace begins",
+                       " (" + found + "); to read the first alone: head -c " + std::to_string(where) + " " +
+                           shell_word(path) + " > first.pstrace");
+    status.next_trace_at = where;
+    status.next_trace = "another trace begins" + at(where) + " (" + found + ")";
+    status.file_bytes = where;
+  };
+  // What the chunks read so far say about the sequence: the lowest first_seq
+  // of a chunk (0: none yet) and the highest seq.
+  uint64_t lowest_first_seq = 0;
+  uint64_t highest_seq = 0;
+
   // The file is probed (chunk headers, payloads and their checksums, the
   // search for the next good chunk after damage) in order on this thread,
   // and up to `slots` chunks ahead of the visitor; they decode meanwhile.
@@ -554,22 +624,39 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
   struct Found {
     uint64_t offset;                // where it was found
     uint64_t next;                  // where the probe went on: the chunk's end, or the next good chunk after damage
-    DecodedChunk* chunk = nullptr;  // null: damage
+    DecodedChunk* chunk = nullptr;  // null: damage, or another trace
     ReadStatus::State state = ReadStatus::State::kComplete;
     std::string reason;
+    uint64_t first_seq = 0;   // the chunk header's
+    bool next_trace = false;  // a file header: another trace begins here
   };
   std::deque<Found> found;
+  const uint64_t file_bytes = status.file_bytes;
   uint64_t probe_at = meta.header.header_bytes;
   DecodePool pool(threads, meta.header.version);
+  // Nothing after another trace's file header is this trace's: probing stops there.
+  auto another_header = [&](uint64_t where) {
+    found.push_back(Found{where, where, nullptr, ReadStatus::State::kComplete, "a second file header", 0, true});
+    probe_at = file_bytes;
+  };
   auto probe_ahead = [&] {
-    while (probe_at < status.file_bytes && !free_chunks.empty() && found.size() < 2 * slots) {
+    while (probe_at < file_bytes && !free_chunks.empty() && found.size() < 2 * slots) {
       const Probe probe = chunks.probe(probe_at);
+      if (probe.result == Probe::Result::kFileHeader) {
+        another_header(probe_at);
+        break;
+      }
       if (probe.result != Probe::Result::kGood) {
         const ReadStatus::State state =
             probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
-        const uint64_t next = chunks.next_chunk(probe_at + 1);
+        bool file_header = false;
+        const uint64_t next = chunks.next_chunk(probe_at + 1, &file_header);
         found.push_back(Found{probe_at, next, nullptr, state, probe.reason});
         probe_at = next;
+        if (file_header) {
+          another_header(next);
+          break;
+        }
         continue;
       }
       const ChunkHeader& h = probe.header;
@@ -579,7 +666,7 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
       chunk->payload.swap(chunks.payload());
       chunk->string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
       chunk->expected_events = std::min<size_t>(h.record_count, h.payload_bytes / 2);
-      found.push_back(Found{probe_at, chunk_end, chunk, ReadStatus::State::kComplete, {}});
+      found.push_back(Found{probe_at, chunk_end, chunk, ReadStatus::State::kComplete, {}, h.first_seq});
       probe_at = chunk_end;
       pool.submit(chunk);
     }
@@ -590,6 +677,10 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
     Found f = std::move(found.front());
     found.pop_front();
     offset = f.offset;
+    if (f.next_trace) {
+      another_trace(f.offset, f.reason);
+      break;
+    }
     if (!f.chunk) {
       damaged(f.state, f.reason);
       continue;
@@ -603,6 +694,28 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
       damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + chunk.error + ")");
       continue;
     }
+    // A sequence that starts over: the chunk begins at or below the first
+    // seq read, and more of its events fall below the highest seq read than
+    // the recorder counted as late (events written after a later seq, which
+    // a forced flush can leave). Damage right before it is the other trace's
+    // (its file header, damaged).
+    if (f.first_seq != 0 && lowest_first_seq != 0 && f.first_seq <= lowest_first_seq && chunk.count) {
+      uint64_t below = 0;
+      uint64_t high = highest_seq;
+      for (size_t i = 0; i < chunk.count; ++i) {
+        if (chunk.events[i].seq < high)
+          ++below;
+        else
+          high = chunk.events[i].seq;
+      }
+      if (below > (chunk.meta.has_late ? chunk.meta.late_events : meta.late_events)) {
+        const uint64_t where = damage != ReadStatus::State::kComplete ? damage_offset : f.offset;
+        damage = ReadStatus::State::kComplete;
+        another_trace(where, "the sequence starts over: a chunk from seq " + std::to_string(f.first_seq) +
+                                 " after seqs up to " + std::to_string(highest_seq) + " were read");
+        break;
+      }
+    }
     if (damage != ReadStatus::State::kComplete) {
       ++status.gaps;
       status.gap_bytes += offset - damage_offset;
@@ -615,8 +728,18 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
     status.good_bytes = offset;
     ++status.chunks;
     status.events += chunk.count;
+    if (f.first_seq != 0 && (lowest_first_seq == 0 || f.first_seq < lowest_first_seq)) lowest_first_seq = f.first_seq;
+    highest_seq = std::max(highest_seq, chunk.max_seq);
     if (chunk.count && visitor.finished()) {
       status.stopped = true;
+      break;
+    }
+    // The end mark closes the trace: whatever follows was appended.
+    if (chunk.meta.clean_end && offset < file_bytes) {
+      char magic[sizeof format::kMagic] = {};
+      const bool header = file.read_at(offset, magic, sizeof magic) == sizeof magic &&
+                          std::memcmp(magic, format::kMagic, sizeof magic) == 0;
+      another_trace(offset, header ? "a second file header" : "data after the end mark that closed the first");
       break;
     }
   }
@@ -645,8 +768,8 @@ TraceMeta read_trace_headers(const std::string& path) {
   return meta;
 }
 
-TraceError::TraceError(std::string path, uint64_t offset, const std::string& reason)
-    : std::runtime_error(path + ": " + reason + at(offset)), path_(std::move(path)), offset_(offset) {}
+TraceError::TraceError(std::string path, uint64_t offset, const std::string& reason, const std::string& detail)
+    : std::runtime_error(path + ": " + reason + at(offset) + detail), path_(std::move(path)), offset_(offset) {}
 
 uint64_t TraceMeta::dropped_total() const {
   uint64_t total = 0;

@@ -21,7 +21,9 @@ namespace psc {
 // Tools turn it into exit code 2 with the file and byte offset.
 class TraceError : public std::runtime_error {
  public:
-  TraceError(std::string path, uint64_t offset, const std::string& reason);
+  // what(): "PATH: REASON at byte OFFSET", then DETAIL when there is one
+  // (what was found there, the way on), all on one line.
+  TraceError(std::string path, uint64_t offset, const std::string& reason, const std::string& detail = {});
   const std::string& path() const { return path_; }
   uint64_t offset() const { return offset_; }
 
@@ -58,11 +60,24 @@ struct TraceMeta {
 // chunks were delivered. Damage at the end of the file (the chunks after it
 // are missing or bad) makes the read truncated or corrupt; damage with good
 // chunks after it is a gap: the reader steps over it to the next valid chunk
-// (by its magic and checksums), counts it, and reads on.
+// (by its magic and checksums), counts it, and reads on. A file cut inside
+// its headers (FileHeader, then RunHeader: header_bytes) is truncated.
+//
+// Another trace appended to the first is not damage: a file header (magic)
+// where a chunk or damage begins, any byte after the chunk holding the end
+// mark, or a chunk whose sequence starts over (its first_seq at or below the
+// first seq read, with more of its events below the highest seq read than
+// the trace counts as late) each say that another trace begins there. The
+// file holds two traces, and read_trace throws TraceError at that offset,
+// naming what was found and how to keep the first (head -c), unless
+// ReadOptions::first_trace_only: then the first trace is read as if the file
+// ended there, and next_trace_at says where the other begins.
 struct ReadStatus {
   enum class State { kComplete, kGap, kTruncated, kCorrupt };
   State state = State::kComplete;
   uint64_t good_bytes = 0;  // the end of the last good chunk
+  // The file's size; with first_trace_only and another trace appended, where
+  // the other trace begins (the first trace's bytes).
   uint64_t file_bytes = 0;
   uint64_t chunks = 0;
   uint64_t events = 0;
@@ -73,6 +88,10 @@ struct ReadStatus {
   // and the totals.
   std::string reason;
   bool stopped = false;  // the visitor finished early (TraceVisitor::finished): the rest was not read
+  // first_trace_only: where another trace begins (0: none found), and what
+  // was found there with the offset ("another trace begins at byte N (...)").
+  uint64_t next_trace_at = 0;
+  std::string next_trace;
 
   bool complete() const { return state == State::kComplete; }
 };
@@ -98,6 +117,9 @@ struct ReadOptions {
   // when that is fewer than 2); 0: every chunk decodes on the calling thread.
   // The visitor is called on the calling thread, in file order, either way.
   int decode_threads = -1;
+  // A file holding another trace after the first (ReadStatus): read the
+  // first and stop where the other begins, instead of throwing TraceError.
+  bool first_trace_only = false;
 };
 
 // Reads the whole file (or until the visitor is finished). Throws TraceError

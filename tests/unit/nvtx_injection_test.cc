@@ -57,7 +57,7 @@ Outcome shell(const Scratch& s, const std::string& command) {
 
 // `env` is a list of VAR=value words put in front of `peakscope record`.
 Outcome record(const Scratch& s, const std::string& trace, const std::string& args, const std::string& env = "") {
-  return shell(s, env + " " + cli() + " record -o " + trace + " -- " + program() + " " + args);
+  return shell(s, env + " " + cli() + " record --force -o " + trace + " -- " + program() + " " + args);
 }
 
 // The recorder and the injection set up by hand, as docs/nvtx.md describes.

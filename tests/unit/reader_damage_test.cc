@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "analysis/analysis.h"
+#include "format/chunk_codec.h"
 #include "format/crc32c.h"
 #include "tests/support/synthetic_trace.h"
 #include "tests/support/test_support.h"
@@ -552,6 +553,303 @@ TEST_F(ThreadedDamage, AnUndecodableChunkDefinesNoStrings) {
   EXPECT_EQ(r.trace.status.state, ReadStatus::State::kGap) << r.trace.status.reason;
   EXPECT_NE(r.trace.status.reason.find("unknown record tag 15"), std::string::npos) << r.trace.status.reason;
   EXPECT_EQ(r.trace.meta.string(StringId{4000}), "");
+}
+
+}  // namespace
+}  // namespace psc
+
+namespace psc {
+namespace {
+
+// ---- another trace appended --------------------------------------------------------------
+//
+// Two traces in one file (cat a b > ab, a trace appended to itself, a trace's
+// chunks after another's end) are not one trace: the reader says where the
+// other begins, and reads the first alone only when asked (first_trace_only).
+
+// A trace of its own: one thread allocating and freeing 400 blocks from
+// `base` inside a range, in 4 KiB chunks (several of them).
+void write_process(const std::string& path, uint32_t pid, const std::string& command, uint64_t base,
+                   bool clean_end = true, const std::string& run_id = "") {
+  TraceWriterOptions options;
+  options.pid = pid;
+  options.command = command;
+  options.chunk_bytes = 4096;
+  if (!run_id.empty()) {
+    options.run_id = run_id;
+    options.run_id_source = format::RunIdSource::kPeakscope;
+  }
+  SyntheticTrace t(path, options);
+  t.push(0, "forward");
+  for (int k = 0; k < 400; ++k) t.alloc(0, base + 64 * k, 1000 + k);
+  for (int k = 0; k < 400; ++k) t.free(0, base + 64 * k);
+  t.pop(0);
+  t.close(clean_end);
+}
+
+std::vector<uint8_t> joined(std::vector<uint8_t> a, const std::vector<uint8_t>& b, size_t from = 0) {
+  a.insert(a.end(), b.begin() + static_cast<std::ptrdiff_t>(from), b.end());
+  return a;
+}
+
+// The error a read of `path` ends in, on every thread count: the file, "another
+// trace begins at byte N", what was found, and the way to keep the first, on
+// one line. Returns N.
+uint64_t another_trace_at(const std::string& path, const std::string& found) {
+  uint64_t offset = UINT64_MAX;
+  for (int threads : {0, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    ReadOptions options;
+    options.decode_threads = threads;
+    try {
+      load_trace(path, options);
+      ADD_FAILURE() << path << " read as one trace";
+    } catch (const TraceError& e) {
+      const std::string what = e.what();
+      const std::string n = std::to_string(e.offset());
+      EXPECT_EQ(e.path(), path);
+      EXPECT_EQ(what.rfind(path + ": another trace begins at byte " + n + " (", 0), 0u) << what;
+      EXPECT_NE(what.find(found), std::string::npos) << what;
+      EXPECT_NE(what.find("head -c " + n + " " + path + " > first.pstrace"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      if (offset != UINT64_MAX) {
+        EXPECT_EQ(e.offset(), offset);
+      }
+      offset = e.offset();
+    }
+  }
+  return offset;
+}
+
+// first_trace_only reads `path` exactly as the file `first` alone reads:
+// events byte for byte, metadata, status; next_trace_at says where the other
+// trace begins (the first's size).
+void expect_first_only_reads_as(const std::string& path, const std::string& first) {
+  const LoadedTrace want = load_trace(first);
+  for (int threads : {0, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " decoding threads");
+    ReadOptions options;
+    options.decode_threads = threads;
+    options.first_trace_only = true;
+    LoadedTrace got;
+    ASSERT_NO_THROW(got = load_trace(path, options));
+    EXPECT_EQ(got.status.next_trace_at, want.status.file_bytes);
+    EXPECT_EQ(got.status.next_trace.rfind("another trace begins at byte " + std::to_string(want.status.file_bytes), 0),
+              0u)
+        << got.status.next_trace;
+    EXPECT_EQ(got.status.state, want.status.state);
+    EXPECT_EQ(got.status.reason, want.status.reason);
+    EXPECT_EQ(got.status.events, want.status.events);
+    EXPECT_EQ(got.status.chunks, want.status.chunks);
+    EXPECT_EQ(got.status.good_bytes, want.status.good_bytes);
+    EXPECT_EQ(got.status.file_bytes, want.status.file_bytes);
+    EXPECT_EQ(got.status.gaps, want.status.gaps);
+    EXPECT_EQ(std::memcmp(&got.meta.header, &want.meta.header, sizeof want.meta.header), 0);
+    EXPECT_EQ(got.meta.command, want.meta.command);
+    EXPECT_EQ(got.meta.clean_end, want.meta.clean_end);
+    EXPECT_EQ(got.meta.strings, want.meta.strings);
+    EXPECT_EQ(got.meta.drops, want.meta.drops);
+    EXPECT_EQ(got.meta.late_events, want.meta.late_events);
+    ASSERT_EQ(got.events.size(), want.events.size());
+    for (size_t i = 0; i < got.events.size(); ++i)
+      ASSERT_EQ(std::memcmp(&got.events[i], &want.events[i], sizeof(Event)), 0) << "event " << i;
+  }
+}
+
+class AnotherTrace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_process(a_.path, 111, "train --model a", 0x100000);
+    write_process(b_.path, 222, "train --model b", 0x900000);
+    a_bytes_ = slurp(a_.path);
+    b_bytes_ = slurp(b_.path);
+  }
+  TempTrace a_{"a"};
+  TempTrace b_{"b"};
+  TempTrace file_{"joined"};
+  std::vector<uint8_t> a_bytes_;
+  std::vector<uint8_t> b_bytes_;
+};
+
+// cat a b: A's pid, B's command and a peak mixing both read as one clean trace before.
+TEST_F(AnotherTrace, TwoTracesConcatenatedAreRefusedWhereTheSecondBegins) {
+  const std::vector<uint8_t> ab = joined(a_bytes_, b_bytes_);
+  spit(file_.path, ab.data(), ab.size());
+  EXPECT_EQ(another_trace_at(file_.path, "a second file header"), a_bytes_.size());
+  expect_first_only_reads_as(file_.path, a_.path);
+  // Every consumer reads through the reader: the analysis refuses it too.
+  try {
+    analyze_trace(file_.path);
+    ADD_FAILURE() << "analysed as one trace";
+  } catch (const TraceError& e) {
+    EXPECT_EQ(e.offset(), a_bytes_.size()) << e.what();
+  }
+}
+
+// cat a a: twice the events, no missing or late seq, before.
+TEST_F(AnotherTrace, ATraceConcatenatedWithItselfIsRefused) {
+  const std::vector<uint8_t> aa = joined(a_bytes_, a_bytes_);
+  spit(file_.path, aa.data(), aa.size());
+  EXPECT_EQ(another_trace_at(file_.path, "a second file header"), a_bytes_.size());
+  expect_first_only_reads_as(file_.path, a_.path);
+}
+
+// Anything after the chunk holding the end mark: garbage, or another trace's
+// chunks without their header.
+TEST_F(AnotherTrace, DataAfterTheEndMarkIsRefused) {
+  std::vector<uint8_t> tail(100, 0xa5);
+  const std::vector<uint8_t> garbage = joined(a_bytes_, tail);
+  spit(file_.path, garbage.data(), garbage.size());
+  EXPECT_EQ(another_trace_at(file_.path, "data after the end mark"), a_bytes_.size());
+  expect_first_only_reads_as(file_.path, a_.path);
+
+  const std::vector<uint8_t> chunks = joined(a_bytes_, b_bytes_, sizeof(format::FileHeader));
+  spit(file_.path, chunks.data(), chunks.size());
+  EXPECT_EQ(another_trace_at(file_.path, "data after the end mark"), a_bytes_.size());
+  expect_first_only_reads_as(file_.path, a_.path);
+}
+
+// A trace the recorder did not close (killed), then another trace whose file
+// header is gone or damaged: its sequence starts over.
+TEST_F(AnotherTrace, ASequenceThatStartsOverIsAnotherTrace) {
+  TempTrace killed("killed");
+  write_process(killed.path, 111, "train --model a", 0x100000, /*clean_end=*/false);
+  const std::vector<uint8_t> k = slurp(killed.path);
+  ASSERT_FALSE(load_trace(killed.path).meta.clean_end);
+
+  const std::vector<uint8_t> headless = joined(k, k, sizeof(format::FileHeader));
+  spit(file_.path, headless.data(), headless.size());
+  EXPECT_EQ(another_trace_at(file_.path, "the sequence starts over: a chunk from seq 1 after seqs up to 802"),
+            k.size());
+  expect_first_only_reads_as(file_.path, killed.path);
+
+  // B's header damaged (its magic): the damage is B's, the sequence starts over after it.
+  std::vector<uint8_t> damaged = joined(k, b_bytes_);
+  damaged[k.size()] ^= 0x01;
+  spit(file_.path, damaged.data(), damaged.size());
+  EXPECT_EQ(another_trace_at(file_.path, "the sequence starts over"), k.size());
+  expect_first_only_reads_as(file_.path, killed.path);
+
+  // B's header whole: found where A's chunks end.
+  const std::vector<uint8_t> whole = joined(k, b_bytes_);
+  spit(file_.path, whole.data(), whole.size());
+  EXPECT_EQ(another_trace_at(file_.path, "a second file header"), k.size());
+  expect_first_only_reads_as(file_.path, killed.path);
+}
+
+// A cut in A's last chunk, then B: B's header is found inside the damage,
+// where it begins; the first trace's tail is damaged.
+TEST_F(AnotherTrace, AHeaderInsideDamageIsWhereTheOtherTraceBegins) {
+  const std::vector<uint64_t> ends = chunk_ends(a_bytes_);
+  ASSERT_GE(ends.size(), 2u);
+  const uint64_t cut = ends[ends.size() - 2] + 20;  // inside the last chunk's header
+  std::vector<uint8_t> bytes(a_bytes_.begin(), a_bytes_.begin() + static_cast<std::ptrdiff_t>(cut));
+  bytes = joined(bytes, b_bytes_);
+  spit(file_.path, bytes.data(), bytes.size());
+  EXPECT_EQ(another_trace_at(file_.path, "a second file header"), cut);
+  // The first trace up to its damage: the chunks before the cut.
+  TempTrace before("before");
+  spit(before.path, a_bytes_.data(), ends[ends.size() - 2]);
+  const LoadedTrace want = load_trace(before.path);
+  ReadOptions first;
+  first.first_trace_only = true;
+  const LoadedTrace got = load_trace(file_.path, first);
+  EXPECT_EQ(got.status.next_trace_at, cut);
+  EXPECT_EQ(got.status.file_bytes, cut);
+  EXPECT_EQ(got.status.state, ReadStatus::State::kCorrupt) << got.status.reason;
+  EXPECT_EQ(got.status.good_bytes, ends[ends.size() - 2]);
+  ASSERT_EQ(got.events.size(), want.events.size());
+  for (size_t i = 0; i < got.events.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got.events[i], &want.events[i], sizeof(Event)), 0) << "event " << i;
+}
+
+// One chunk encoded by hand: the events (threads named by the encoder's
+// context), then a late count when `late` is not 0.
+std::vector<uint8_t> encoded_chunk(const std::vector<Event>& events, uint64_t late) {
+  std::vector<uint8_t> buffer(1 << 16);
+  std::vector<format::ThreadCodecState> threads(4);
+  format::ChunkEncoder encoder(buffer.data(), buffer.size(), threads.data(), 4);
+  encoder.begin();
+  for (const Event& e : events) EXPECT_TRUE(encoder.add_event(e));
+  if (late) {
+    EXPECT_TRUE(encoder.add_counts(format::kMetaLate, &late, 1));
+  }
+  buffer.resize(encoder.finish());
+  return buffer;
+}
+
+Event host_alloc(uint64_t seq) {
+  Event e{};
+  e.seq = seq;
+  e.time_ns = 1000 * seq;
+  e.kind = EventKind::kAlloc;
+  e.device = -1;
+  e.memory = MemoryKind::kHost;
+  e.api = Api::kPosixMemalign;
+  e.address = 0x1000 * seq;
+  e.bytes = 64;
+  return e;
+}
+
+// A forced flush can write seqs 2..50 while seq 1 is still being published:
+// seq 1 then begins the next chunk, below every seq read, and the recorder
+// counts it late. That is one trace; without the late count it is not.
+TEST(AnotherTraceRule, AnEventTheRecorderCountedLateIsNotARestart) {
+  std::vector<Event> first, second;
+  for (uint64_t seq = 2; seq <= 50; ++seq) first.push_back(host_alloc(seq));
+  second.push_back(host_alloc(1));
+  for (uint64_t seq = 51; seq <= 60; ++seq) second.push_back(host_alloc(seq));
+  const format::FileHeader h = make_file_header(TraceWriterOptions{});
+  std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
+  bytes = joined(bytes, encoded_chunk(first, 0));
+  const size_t second_at = bytes.size();
+  TempTrace file("late");
+
+  const std::vector<uint8_t> counted = joined(bytes, encoded_chunk(second, 1));
+  spit(file.path, counted.data(), counted.size());
+  LoadedTrace t;
+  ASSERT_NO_THROW(t = load_trace(file.path));
+  EXPECT_TRUE(t.status.complete()) << t.status.reason;
+  EXPECT_EQ(t.events.size(), 60u);
+  EXPECT_EQ(t.meta.late_events, 1u);
+
+  const std::vector<uint8_t> uncounted = joined(bytes, encoded_chunk(second, 0));
+  spit(file.path, uncounted.data(), uncounted.size());
+  EXPECT_EQ(another_trace_at(file.path, "the sequence starts over"), second_at);
+}
+
+// ---- a file cut inside its run header ------------------------------------------------------
+
+// The recorder writes FileHeader and RunHeader (header_bytes counts both)
+// before any chunk; a file that ends between them was cut, not complete.
+TEST(ReaderHeaders, AFileCutInsideItsRunHeaderIsTruncated) {
+  TempTrace original("run_src");
+  write_process(original.path, 7, "ranked", 0x1000, true, "job-42");
+  const std::vector<uint8_t> bytes = slurp(original.path);
+  const uint64_t header_bytes = sizeof(format::FileHeader) + sizeof(format::RunHeader);
+  format::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  ASSERT_EQ(h.header_bytes, header_bytes);
+  TempTrace cut_file("run_cut");
+  Scratch scratch(cut_file.path);
+  scratch.fill(bytes);
+  for (uint64_t cut = header_bytes; cut >= sizeof(format::FileHeader); --cut) {
+    scratch.cut(cut);
+    LoadedTrace t;
+    ASSERT_NO_THROW(t = load_trace(cut_file.path)) << "cut at " << cut;
+    EXPECT_EQ(t.events.size(), 0u);
+    if (cut == header_bytes) {
+      EXPECT_TRUE(t.status.complete()) << t.status.reason;
+      EXPECT_STREQ(t.meta.run.run_id, "job-42");
+      continue;
+    }
+    EXPECT_EQ(t.status.state, ReadStatus::State::kTruncated) << "cut at " << cut;
+    EXPECT_EQ(t.status.reason, "file ends inside the run header at byte " + std::to_string(cut));
+    EXPECT_STREQ(t.meta.run.run_id, "") << "cut at " << cut;
+    // What report prints.
+    const Analysis a = analyze_trace(cut_file.path);
+    EXPECT_EQ(a.trace.status.state, ReadStatus::State::kTruncated);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,7 @@
 #include "format/crc32c.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/synthetic_trace.h"
+#include "tools/cli/args.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 
@@ -386,6 +388,30 @@ TEST_F(Hostile, TraceReaderRefusesDevicesFifosAndDirectories) {
   const auto start = Clock::now();
   expect_trace_error(fifo, "not a regular file (a FIFO)");
   EXPECT_LT(seconds_since(start), 1.0);
+}
+
+// A run's folder: a .pstrace name that is not a regular file (a FIFO, a
+// symlink to a device, a dangling one) is left out, and stderr says so by name.
+TEST_F(Hostile, AFolderNamesEveryTraceNameItLeavesOut) {
+  const std::string dir = path("run");
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  SyntheticTrace(dir + "/rank0.pstrace").close();
+  ASSERT_EQ(::mkfifo((dir + "/fifo.pstrace").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/dev/null", (dir + "/null.pstrace").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/gone").c_str(), (dir + "/dangling.pstrace").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/rank0.pstrace").c_str(), (dir + "/linked.pstrace").c_str()), 0);
+  testing::internal::CaptureStderr();
+  const std::vector<std::string> traces = cli::expand_trace_folders({dir});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(traces, (std::vector<std::string>{dir + "/linked.pstrace", dir + "/rank0.pstrace"}));
+  EXPECT_NE(err.find(dir + "/fifo.pstrace is a FIFO, not a trace file: left out\n"), std::string::npos) << err;
+  EXPECT_NE(err.find(dir + "/null.pstrace is a symbolic link to a character device, not a trace file: left out\n"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(dir + "/dangling.pstrace is a broken symbolic link, not a trace file: left out\n"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 3) << err;
 }
 
 TEST_F(Hostile, ImportersAndJsonFilesRefuseDevicesAndFifos) {

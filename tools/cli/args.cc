@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -129,8 +130,30 @@ std::vector<std::string> expand_trace_folders(const std::vector<std::string>& in
     }
     if (had_folder) *had_folder = true;
     std::vector<std::string> found;
-    for (const fs::directory_entry& e : fs::directory_iterator(input, ec))
-      if (e.path().extension() == ".pstrace" && e.is_regular_file(ec)) found.push_back(e.path().string());
+    // What a .pstrace name that is not a regular file is, for the line that
+    // says it was left out (a FIFO would block the read, a device never end).
+    const auto kind = [](fs::file_type type) -> std::string {
+      switch (type) {
+        case fs::file_type::directory: return "a directory";
+        case fs::file_type::fifo: return "a FIFO";
+        case fs::file_type::character: return "a character device";
+        case fs::file_type::block: return "a block device";
+        case fs::file_type::socket: return "a socket";
+        case fs::file_type::not_found: return "missing";
+        default: return "something other than a file";
+      }
+    };
+    for (const fs::directory_entry& e : fs::directory_iterator(input, ec)) {
+      if (e.path().extension() != ".pstrace") continue;
+      std::error_code type_ec;
+      if (e.is_regular_file(type_ec)) {
+        found.push_back(e.path().string());
+        continue;
+      }
+      std::string what = kind(e.status(type_ec).type());
+      if (e.is_symlink(type_ec)) what = what == "missing" ? "a broken symbolic link" : "a symbolic link to " + what;
+      fmt::print(stderr, "peakscope: warning: {} is {}, not a trace file: left out\n", e.path().string(), what);
+    }
     if (found.empty()) throw UsageError("no .pstrace file in the folder '" + input + "'");
     std::sort(found.begin(), found.end());
     traces.insert(traces.end(), found.begin(), found.end());

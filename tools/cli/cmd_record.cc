@@ -1,10 +1,16 @@
-// peakscope record [-o PATH] [--level allocated|reserved] [--host] -- CMD ARGS...
+// peakscope record [-o PATH] [--force] [--level allocated|reserved] [--host] -- CMD ARGS...
 //
 // Runs CMD with the recorder preloaded, passes its exit status through, and
 // says where the trace(s) went: every regular file this run's recorders
 // created (forked children, ranks, images after exec), with a warning for a
 // file whose writes failed. Exit 2, without running CMD, when the trace
 // cannot be created at all.
+//
+// record never destroys what it did not write: an earlier run's traces at
+// PATH and beside it (its children's and exec images' names) are replaced
+// only with --force; anything else at PATH (a file that is not a trace, a
+// directory, a FIFO, a device, a symlink) is refused, --force or not, and
+// left as it was (clear_earlier_traces).
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +23,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -35,19 +42,21 @@ struct RecordOptions {
   std::string output = "peakscope.pstrace";
   std::string level = "allocated";
   bool host = false;
+  bool force = false;  // replace an earlier run's traces
   std::string host_min_bytes;
   std::string fork_policy;
   std::vector<std::string> command;
 };
 
 constexpr const char* kUsage =
-    "usage: peakscope record [-o PATH] [--level allocated|reserved] [--host] "
+    "usage: peakscope record [-o PATH] [--force] [--level allocated|reserved] [--host] "
     "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
 
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse(int argc, char** argv, RecordOptions& o) {
   ArgParser args(kUsage);
   args.option({"-o", "--output"}, &o.output);
+  args.flag({"--force"}, &o.force);
   args.option({"--level"}, [&](const std::string&, const std::string& value) {
     if (value != "allocated" && value != "reserved")
       throw UsageError("--level must be 'allocated' or 'reserved', not '" + value + "'");
@@ -163,15 +172,23 @@ bool read_written_trace(const std::string& path, time_t since, WrittenTrace* out
   return true;
 }
 
+// The folder of the output and the stem its other traces are named after
+// (the name without ".pstrace", as the recorder cuts it: runtime/writer.cc).
+void split_output(const std::string& output, std::string* dir, std::string* stem) {
+  *dir = ".";
+  *stem = output;
+  if (auto slash = output.find_last_of('/'); slash != std::string::npos) {
+    *dir = slash == 0 ? "/" : output.substr(0, slash);
+    *stem = output.substr(slash + 1);
+  }
+  if (stem->size() >= 8 && stem->compare(stem->size() - 8, 8, ".pstrace") == 0) stem->resize(stem->size() - 8);
+}
+
 // Traces beside the main one: forked children and ranks (<stem>.[r<R>.]<host>.p<PID>.pstrace)
 // and images after exec (<stem>....e<N>.pstrace).
 std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since) {
-  std::string dir = ".", stem = output;
-  if (auto slash = output.find_last_of('/'); slash != std::string::npos) {
-    dir = output.substr(0, slash);
-    stem = output.substr(slash + 1);
-  }
-  if (stem.size() > 8 && stem.compare(stem.size() - 8, 8, ".pstrace") == 0) stem.resize(stem.size() - 8);
+  std::string dir, stem;
+  split_output(output, &dir, &stem);
   std::vector<WrittenTrace> found;
   DIR* d = opendir(dir.c_str());
   if (!d) return found;
@@ -195,6 +212,181 @@ int probe_output(const std::string& path) {
   if (fd < 0) return errno;
   close(fd);
   unlink(path.c_str());
+  return 0;
+}
+
+// ---- what an earlier run left ---------------------------------------------------
+
+// What lies at a name record would write: nothing, an earlier trace (the
+// magic; or an empty file, which a recorder killed before its first chunk
+// leaves, and which holds nothing to lose), or something else, never replaced.
+struct Existing {
+  enum class Kind { kNothing, kTrace, kOther };
+  Kind kind = Kind::kNothing;
+  std::string what;  // kOther: what it is ("a FIFO", "a file that is not a peakscope trace")
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool has_header = false;      // a whole FileHeader whose checksum holds ...
+  format::FileHeader header{};  // ... this one
+};
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// Never opens anything but a regular file (a FIFO would block, a device
+// could act), and never follows a symlink.
+Existing examine(const std::string& path) {
+  Existing e;
+  struct stat st {};
+  // Any other failure (a folder that is missing or closed to us) is the
+  // probe's to report, with its errno.
+  if (lstat(path.c_str(), &st) != 0) return e;
+  e.dev = st.st_dev;
+  e.ino = st.st_ino;
+  e.kind = Existing::Kind::kOther;
+  if (!S_ISREG(st.st_mode)) {
+    e.what = file_kind(st.st_mode);
+    return e;
+  }
+  e.what = "a file that is not a peakscope trace";
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    e.what = std::string("a file record cannot read (") + std::strerror(errno) + ")";
+    return e;
+  }
+  struct stat opened {};
+  format::FileHeader& h = e.header;
+  const bool same =
+      fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode) && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino;
+  const ssize_t got = same ? read(fd, &h, sizeof h) : -1;
+  close(fd);
+  const bool magic =
+      got >= static_cast<ssize_t>(sizeof h.magic) && std::memcmp(h.magic, format::kMagic, sizeof h.magic) == 0;
+  if (same && (opened.st_size == 0 || magic)) e.kind = Existing::Kind::kTrace;
+  e.has_header = magic && got == static_cast<ssize_t>(sizeof h) &&
+                 crc32c(&h, offsetof(format::FileHeader, header_crc)) == h.header_crc;
+  return e;
+}
+
+// Names the recorder gives a run's other traces beside <stem>.pstrace
+// (runtime/writer.cc, trace_path and create_trace_file): the primary's images
+// after exec <stem>.e<N>.pstrace; children and ranks
+// <stem>[.r<RANK>].<host>.p<PID>[.e<N>].pstrace. *pid: the PID in the name
+// (0 for the primary's images).
+bool is_companion_name(const std::string& name, const std::string& stem, uint64_t* pid) {
+  static const std::regex kCompanion(R"(\.e[0-9]+|(?:\.r[0-9]+)?\.[A-Za-z0-9_-]{1,32}\.p([0-9]{1,10})(?:\.e[0-9]+)?)");
+  if (name.size() <= stem.size() + 8 || name.compare(0, stem.size(), stem) != 0 ||
+      name.compare(name.size() - 8, 8, ".pstrace") != 0)
+    return false;
+  std::smatch match;
+  const std::string middle = name.substr(stem.size(), name.size() - 8 - stem.size());
+  if (!std::regex_match(middle, match, kCompanion)) return false;
+  *pid = match[1].matched ? std::stoull(match[1].str()) : 0;
+  return true;
+}
+
+struct EarlierTrace {
+  std::string path;
+  Existing found;
+};
+
+// An earlier run's traces beside the output, by the names this run's
+// children and exec images would take. Files of those names that are not
+// traces (and symlinks, FIFOs, ...) are not ours and stay: the recorder
+// never writes over them (O_EXCL), it moves on to the next .e<N>.
+std::vector<EarlierTrace> earlier_companions(const std::string& output) {
+  std::string dir, stem;
+  split_output(output, &dir, &stem);
+  std::vector<EarlierTrace> found;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return found;
+  while (dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    uint64_t pid = 0;
+    if (!is_companion_name(name, stem, &pid)) continue;
+    const std::string path = (dir == "/" ? "" : dir) + "/" + name;
+    Existing e = examine(path);
+    // A trace named for a process it was not written by (a copy renamed) is
+    // not a leftover of a run.
+    if (e.kind != Existing::Kind::kTrace || (pid != 0 && e.has_header && e.header.pid != pid)) continue;
+    found.push_back(EarlierTrace{path, e});
+  }
+  closedir(d);
+  std::sort(found.begin(), found.end(), [](const EarlierTrace& a, const EarlierTrace& b) { return a.path < b.path; });
+  return found;
+}
+
+// Removes what examine() found, if the name still holds that file.
+int remove_earlier(const EarlierTrace& t) {
+  struct stat st {};
+  if (lstat(t.path.c_str(), &st) != 0) return errno == ENOENT ? 0 : errno;
+  if (!S_ISREG(st.st_mode) || st.st_dev != t.found.dev || st.st_ino != t.found.ino) return EEXIST;
+  return unlink(t.path.c_str()) == 0 || errno == ENOENT ? 0 : errno;
+}
+
+std::string list_names(const std::vector<EarlierTrace>& traces) {
+  std::string names;
+  const size_t shown = std::min<size_t>(traces.size(), 6);
+  for (size_t i = 0; i < shown; ++i) {
+    const std::string& p = traces[i].path;
+    names += (i ? ", " : "") + p.substr(p.find_last_of('/') + 1);
+  }
+  if (traces.size() > shown) names += fmt::format(", and {} more", traces.size() - shown);
+  return names;
+}
+
+// Before the run: what is at the output, and the traces an earlier run left
+// beside it under the names this run's processes would take. 0 to go on
+// (with --force, the earlier traces removed), else exit 2 with one line
+// saying what is there and how to proceed; nothing is removed then.
+int clear_earlier_traces(const RecordOptions& o, const std::string& output) {
+  const Existing at_output = examine(output);
+  if (at_output.kind == Existing::Kind::kOther) {
+    fmt::print(stderr,
+               "peakscope record: {} exists and is {}; record replaces only an earlier peakscope trace and "
+               "leaves this as it is, --force or not: choose another -o, or move it away yourself\n",
+               o.output, at_output.what);
+    return kExitBadInput;
+  }
+  std::vector<EarlierTrace> earlier;
+  if (at_output.kind == Existing::Kind::kTrace) earlier.push_back(EarlierTrace{output, at_output});
+  const std::vector<EarlierTrace> companions = earlier_companions(output);
+  earlier.insert(earlier.end(), companions.begin(), companions.end());
+  if (earlier.empty()) return 0;
+  if (!o.force) {
+    if (companions.empty())
+      fmt::print(stderr,
+                 "peakscope record: {} already holds a peakscope trace (an earlier run's); --force replaces it, "
+                 "or choose another -o\n",
+                 o.output);
+    else if (at_output.kind == Existing::Kind::kTrace)
+      fmt::print(stderr,
+                 "peakscope record: {} already holds a peakscope trace (an earlier run's), and {} more of that run "
+                 "lie beside it under this run's names ({}); --force replaces them all, or choose another -o\n",
+                 o.output, companions.size(), list_names(companions));
+    else
+      fmt::print(stderr,
+                 "peakscope record: {} earlier peakscope trace{} beside {} hold this run's names ({}); --force "
+                 "removes them, or choose another -o\n",
+                 companions.size(), companions.size() == 1 ? "" : "s", o.output, list_names(companions));
+    return kExitBadInput;
+  }
+  for (const EarlierTrace& t : earlier) {
+    if (const int err = remove_earlier(t); err != 0) {
+      fmt::print(stderr, "peakscope record: cannot remove the earlier trace {}: {}\n", t.path,
+                 err == EEXIST ? "it changed while record looked at it" : std::strerror(err));
+      return kExitBadInput;
+    }
+  }
+  fmt::print(stderr, "peakscope record: --force: removed {} earlier trace{}: {}\n", earlier.size(),
+             earlier.size() == 1 ? "" : "s", list_names(earlier));
   return 0;
 }
 
@@ -241,7 +433,8 @@ int cmd_record(int argc, char** argv) {
   const std::string library = find_preload_library();
   const std::string output = absolute(o.output);
   const time_t started = time(nullptr);
-  unlink(output.c_str());  // a stale trace must not pass for this run's
+  // A stale trace must not pass for this run's: it is gone (--force), or the run does not start.
+  if (const int code = clear_earlier_traces(o, output)) return code;
   if (const int err = probe_output(output)) return cannot_write(o.output, err);
 
   pid_t child = fork();
