@@ -94,6 +94,7 @@ __attribute__((constructor(103))) void init_pools() {
   for (auto& v : g_last_device_value) v.store(kNeverSampled, std::memory_order_relaxed);
   for (auto& v : g_last_pool_value) v.store(kNeverSampled, std::memory_order_relaxed);
   pthread_atfork(nullptr, nullptr, forget_pools_in_child);
+  rt::add_raw_clone_hook(forget_pools_in_child);
 }
 
 void remember_explicit_pool(int16_t device, uint64_t pool) {

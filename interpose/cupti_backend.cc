@@ -224,6 +224,8 @@ void flush_for_recorder() { flush_records(0); }
 // record still open (a kernel the program never waited for) is handed over
 // as it stands.
 void flush_at_exit() {
+  // Not in a vfork child running its parent's handlers: CUPTI is the parent's.
+  if (getpid() != rt::recorder_owner()) return;
   flush_records(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (is(State::kRunning)) set(State::kStopped);
 }
@@ -352,7 +354,10 @@ void start() {
   rt::record_mark("cupti.on", payload.str(), Api::kNone);
 }
 
-__attribute__((constructor(103))) void init_cupti_fork_handling() { pthread_atfork(nullptr, nullptr, stop_in_child); }
+__attribute__((constructor(103))) void init_cupti_fork_handling() {
+  pthread_atfork(nullptr, nullptr, stop_in_child);
+  rt::add_raw_clone_hook(stop_in_child);
+}
 
 }  // namespace
 

@@ -134,6 +134,7 @@ void forget_in_child() {
 __attribute__((constructor(103))) void install_device_samples() {
   rt::add_range_boundary_hook(on_range_boundary);
   pthread_atfork(nullptr, nullptr, forget_in_child);
+  rt::add_raw_clone_hook(forget_in_child);
 }
 
 }  // namespace

@@ -22,14 +22,27 @@ void take(ThreadBuffer* b, int32_t os_tid) {
   b->cached_tail = b->tail.load(std::memory_order_acquire);
 }
 
-ThreadBuffer* create(uint32_t index, int32_t os_tid) {
-  const size_t capacity = g_config.buffer_events;
-  void* memory = sys::map_pages(sizeof(ThreadBuffer) + capacity * sizeof(Event));
-  if (!memory) return nullptr;
+size_t buffer_bytes() { return sizeof(ThreadBuffer) + size_t{g_config.buffer_events} * sizeof(Event); }
+
+// A buffer's fixed fields, at `memory`, everything else empty. All buffers
+// have the same capacity, so a wiped one is rebuilt from its place alone.
+ThreadBuffer* construct(void* memory, uint32_t index) {
   auto* b = new (memory) ThreadBuffer();
   b->slots = reinterpret_cast<Event*>(static_cast<char*>(memory) + sizeof(ThreadBuffer));
-  b->mask = static_cast<uint32_t>(capacity - 1);
+  b->capacity = g_config.buffer_events;
+  b->mask = b->capacity - 1;
   b->index = index;
+  return b;
+}
+
+ThreadBuffer* create(uint32_t index, int32_t os_tid) {
+  void* memory = sys::map_pages(buffer_bytes());
+  if (!memory) return nullptr;
+  // Without it (kernels before 4.14) a raw clone child cannot be told from a
+  // vfork child: it never takes the recorder over, and nothing it records is
+  // written (lifecycle.cc, own_recorder); it never waits for a writer either.
+  madvise(memory, buffer_bytes(), MADV_WIPEONFORK);
+  ThreadBuffer* b = construct(memory, index);
   b->floor_seq = g_seq.load(std::memory_order_seq_cst);
   take(b, os_tid);
   b->state.store(static_cast<uint32_t>(BufferState::kActive), std::memory_order_release);
@@ -63,6 +76,22 @@ ThreadBuffer* attach_buffer(int32_t os_tid) {
     }
   }
   return nullptr;
+}
+
+void reinit_buffers_in_child(ThreadBuffer* mine, int32_t os_tid, bool retire_others) {
+  const uint32_t count = g_buffer_count.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadBuffer* b = g_buffers[i];
+    if (!b) continue;
+    construct(b, i);
+    if (b == mine) {
+      take(b, os_tid);
+      b->state.store(static_cast<uint32_t>(BufferState::kActive), std::memory_order_relaxed);
+    } else if (retire_others) {
+      b->capacity = 0;
+      b->state.store(static_cast<uint32_t>(BufferState::kClaimed), std::memory_order_relaxed);
+    }
+  }
 }
 
 }  // namespace psc::rt

@@ -5,6 +5,14 @@
 // sets `busy` (seq_cst) before taking its sequence number and clears it after
 // publishing. A writer that reads the global counter G and then sees busy == 0
 // knows every event of that thread with seq < G is already published.
+//
+// Children: a buffer's memory is MADV_WIPEONFORK, so a child made by fork or
+// clone without CLONE_VM sees every buffer zeroed: capacity 0, which the
+// producer's room check takes for "full" and so reaches the slow path, where a
+// child that no fork handler told (raw clone) takes the recorder over at its
+// first event (lifecycle.cc): the hot path pays nothing for it. The unwritten
+// events were the parent's, which writes them; a vfork child shares the
+// memory and sees nothing wiped.
 #pragma once
 
 #include <atomic>
@@ -28,7 +36,8 @@ struct alignas(64) ThreadBuffer {
   std::atomic<uint32_t> busy{0};
   uint32_t index = 0;  // thread index in the trace
   Event* slots = nullptr;
-  uint32_t mask = 0;  // capacity - 1
+  uint32_t mask = 0;      // capacity - 1
+  uint32_t capacity = 0;  // 0: wiped in a child (see above): the room check fails
 
   // Writer-owned line.
   alignas(64) std::atomic<uint64_t> tail{0};  // events consumed
@@ -50,5 +59,12 @@ extern std::atomic<uint64_t> g_seq;
 // Finds or creates a buffer for the calling thread (slow path). nullptr when
 // every slot is taken by a live thread.
 ThreadBuffer* attach_buffer(int32_t os_tid);
+
+// In a child: every buffer empty again (wiped or not) and free, except
+// `mine`, which the calling thread keeps; with retire_others, the others are
+// never handed out again and keep capacity 0, so that a thread still holding
+// one (it was the child's first, and another took the recorder over) takes
+// the slow path and attaches afresh.
+void reinit_buffers_in_child(ThreadBuffer* mine, int32_t os_tid, bool retire_others);
 
 }  // namespace psc::rt

@@ -23,6 +23,7 @@ namespace {
 
 std::atomic<RangeBoundaryHook> g_range_boundary_hooks[kMaxRangeBoundaryHooks];
 std::atomic<FlushHook> g_flush_hook{nullptr};
+std::atomic<RawCloneHook> g_raw_clone_hooks[kMaxRawCloneHooks];
 
 inline void after_range_boundary(EventKind kind, uint64_t id, uint32_t name) {
   const RangeBoundary boundary{kind, id, name};
@@ -49,6 +50,10 @@ struct Fields {
 };
 
 PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
+  // A thread's first event: in a raw clone child this may be the first thing
+  // it records, and the buffers are the parent's until it takes them over.
+  if (!own_recorder(/*start_writer=*/true)) return nullptr;
+  if (g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording)) return nullptr;
   t.internal = true;  // nothing we call here may record
   if (!t.os_tid) t.os_tid = sys::gettid();
   ThreadBuffer* b = attach_buffer(t.os_tid);
@@ -62,11 +67,18 @@ PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
 // The back-off grows to 1 ms so that many waiting threads leave the writer
 // the processor it needs to drain them.
 PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
+  // Not in a child that does not own the recorder (a vfork child; a raw clone
+  // child where the kernel cannot wipe, see buffers.h): no writer may ever
+  // drain this buffer for it, and every event would wait out the limit.
+  if (!own_recorder(/*start_writer=*/true)) {
+    count_drop(format::DropReason::kBufferFull);
+    return false;
+  }
   const uint64_t deadline = sys::monotonic_ns() + uint64_t{g_config.max_wait_ms} * 1000000ull;
   uint64_t pause_ns = 10000;
   for (;;) {
     b->cached_tail = b->tail.load(std::memory_order_acquire);
-    if (head - b->cached_tail <= b->mask) return true;
+    if (head - b->cached_tail < b->capacity) return true;
     if (on_writer_thread() || g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording))
       break;
     writer_nudge();
@@ -76,6 +88,22 @@ PSC_NOINLINE bool wait_for_room(ThreadBuffer* b, uint64_t head) {
   }
   count_drop(format::DropReason::kBufferFull);
   return false;
+}
+
+// The room check failed. Either the buffer is full (wait_for_room), or it
+// has no capacity at all (buffers.h): wiped, in a child that no fork handler
+// told (raw clone), at its first event, which takes the recorder over here
+// and so gets this buffer back empty; or retired by such a take-over on
+// another thread of the child, when this thread attaches afresh. Returns the
+// buffer to record into, nullptr to drop the event.
+PSC_NOINLINE ThreadBuffer* make_room(ThreadState& t, ThreadBuffer* b, uint64_t head) {
+  if (PSC_LIKELY(b->capacity != 0)) return wait_for_room(b, head) ? b : nullptr;
+  if (!own_recorder(/*start_writer=*/true) ||
+      g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording))
+    return nullptr;
+  if (b->capacity != 0) return b;
+  t.buffer = nullptr;
+  return attach_slow(t);
 }
 
 // The writer must never see busy == 0 while this thread holds a sequence
@@ -102,8 +130,12 @@ __attribute__((always_inline)) inline void emit(const Fields& f) {
     b = attach_slow(t);
     if (!b) return;
   }
-  const uint64_t head = b->head.load(std::memory_order_relaxed);
-  if (PSC_UNLIKELY(head - b->cached_tail > b->mask) && !wait_for_room(b, head)) return;
+  uint64_t head = b->head.load(std::memory_order_relaxed);
+  if (PSC_UNLIKELY(head - b->cached_tail >= b->capacity)) {
+    b = make_room(t, b, head);
+    if (!b) return;
+    head = b->head.load(std::memory_order_relaxed);
+  }
   mark_busy(b);
   Event& e = b->slots[head & b->mask];
   e.seq = g_seq.fetch_add(1, std::memory_order_seq_cst) + 1;
@@ -219,6 +251,19 @@ bool add_range_boundary_hook(RangeBoundaryHook hook) {
   return false;
 }
 
+bool add_raw_clone_hook(RawCloneHook hook) {
+  for (auto& slot : g_raw_clone_hooks) {
+    RawCloneHook expected = nullptr;
+    if (slot.compare_exchange_strong(expected, hook, std::memory_order_acq_rel) || expected == hook) return true;
+  }
+  return false;
+}
+
+void run_raw_clone_hooks() {
+  for (auto& slot : g_raw_clone_hooks)
+    if (RawCloneHook hook = slot.load(std::memory_order_acquire)) hook();
+}
+
 void set_flush_hook(FlushHook hook) { g_flush_hook.store(hook, std::memory_order_release); }
 
 void run_flush_hook() {
@@ -253,29 +298,22 @@ void record_counter(const char* name, uint64_t value, int16_t device, Api api) {
 }
 
 void flush() {
+  // In a child of a raw clone the writer thread is the parent's: waiting for
+  // it would wait out the timeout.
+  if (!own_recorder(/*start_writer=*/true)) return;
   if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::kRecording)) return;
   run_flush_hook();
   writer_flush(5000000000ull);
 }
 
-void reset_buffers_after_fork() {
-  // Only the forking thread exists in the child. Every buffer's unwritten
-  // events belong to the parent (which writes them); the child starts empty.
-  const uint32_t count = g_buffer_count.load(std::memory_order_relaxed);
-  for (uint32_t i = 0; i < count; ++i) {
-    ThreadBuffer* b = g_buffers[i];
-    if (!b) continue;
-    b->tail.store(b->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    b->cached_tail = b->head.load(std::memory_order_relaxed);
-    b->busy.store(0, std::memory_order_relaxed);
-    b->announced = false;
-    b->floor_seq = 0;
-    if (b != t_state.buffer) b->state.store(static_cast<uint32_t>(BufferState::kFree), std::memory_order_relaxed);
-  }
+void reset_buffers_after_fork(bool retire_others) {
+  // Every buffer's unwritten events belong to the parent (which writes them);
+  // the child starts empty. The buffers may be wiped already (buffers.h):
+  // they are rebuilt either way.
+  t_state.os_tid = sys::gettid();
+  reinit_buffers_in_child(t_state.buffer, t_state.os_tid, retire_others);
   g_seq.store(0, std::memory_order_relaxed);
   for (auto& d : g_drops) d.store(0, std::memory_order_relaxed);
-  t_state.os_tid = sys::gettid();
-  if (t_state.buffer) t_state.buffer->os_tid.store(t_state.os_tid, std::memory_order_relaxed);
 }
 
 // Kept apart from record_memory so that its reserved-level default stays one

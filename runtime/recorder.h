@@ -106,6 +106,19 @@ void run_flush_hook();
 // Blocks until everything recorded so far is in the file (bounded wait).
 void flush();
 
+// What a hook's pthread_atfork child handler does, for a child that no fork
+// handler told (a raw clone without CLONE_VM): called when such a child takes
+// the recorder over (runtime/state.h, own_recorder), before it records. False
+// when all kMaxRawCloneHooks slots are taken.
+constexpr int kMaxRawCloneHooks = 4;
+using RawCloneHook = void (*)();
+bool add_raw_clone_hook(RawCloneHook hook);
+
+// The pid of the process that owns the recorder's state (runtime/state.h,
+// own_recorder): a hook's exit-time work runs only where getpid() is it, never
+// in a vfork child running its parent's atexit handlers.
+int32_t recorder_owner();
+
 // Around an exec (interpose/exec_hooks.cc). prepare_exec() writes everything
 // recorded so far and closes the trace, marked as ended by exec; the new image
 // writes a file of its own. True when it did; then, if exec returns (it

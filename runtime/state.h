@@ -35,6 +35,22 @@ inline uint32_t innermost_range(const ThreadState& t) {
 }
 
 // Forgets every thread's buffer except the calling thread's (fork child).
-void reset_buffers_after_fork();
+// retire_others: another thread of this child may still hold one of them
+// (a raw clone child taken over by a thread other than its first): they are
+// never handed out again, and their old holder attaches afresh (buffers.h).
+void reset_buffers_after_fork(bool retire_others);
+
+// Runs the hooks add_raw_clone_hook() took (recorder.cc), in a raw clone child.
+void run_raw_clone_hooks();
+
+// True in the process that owns the recorder's state (lifecycle.cc): the one
+// that initialised it, or a fork child. A child that no fork handler told (a
+// raw clone without CLONE_VM) takes the state over here, once, on the first
+// slow path it reaches: a writer thread of its own when start_writer (else
+// none: it is on its way out) and, at its first event, a file of its own.
+// False in a vfork child, which shares this memory and must not touch it,
+// and, on kernels without MADV_WIPEONFORK, in any child, which cannot be told
+// from one. One getpid() when owned: slow paths only.
+bool own_recorder(bool start_writer);
 
 }  // namespace psc::rt

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -44,6 +45,12 @@ constexpr uint64_t kClosingReserve = 256;
 // A trace is never overwritten: a taken name moves on to <stem>.e1.pstrace,
 // .e2, ... (exec'd images of the same process, stale or planted files).
 constexpr uint32_t kMaxNameTries = 1000;
+// The trace's descriptor sits this far below the soft RLIMIT_NOFILE, the
+// limit taken as at most kHighFdCeiling (see place_high).
+constexpr uint64_t kHighFdMargin = 64;
+constexpr uint64_t kHighFdCeiling = 4096;
+// How often an idle writer looks whether it is the process's last thread.
+constexpr uint64_t kAloneCheckNs = 200000000ull;
 
 struct Run {
   const Event* next;
@@ -52,16 +59,24 @@ struct Run {
 
 int g_fd = -1;
 bool g_open_failed = false;
-char g_path[4200];                 // the file's name, for messages
-format::FileHeader g_header{};     // as on disk (flags change after the fact)
-format::RunHeader g_run_header{};  // written right after it, once
-uint64_t g_file_bytes = 0;         // header and whole chunks written: where the next chunk goes
-bool g_header_pending = false;     // the header is not on disk yet (its write failed)
-bool g_write_failing = false;      // in an episode of failed writes (said once on stderr)
-uint64_t g_last_failure_ns = 0;    // an episode ends after a second of writes that work
-bool g_metadata_lost = false;      // a lost chunk held strings, thread names or counts
-uint64_t g_chunk_events = 0;       // events in the chunk being built
-uint64_t g_bytes_before_seal = 0;  // the file before the closing chunk written for an exec
+bool g_file_created = false;  // this process has its file (g_fd may have been lost since: ensure_own_fd)
+dev_t g_file_dev = 0;         // what g_fd must still name: the file created
+ino_t g_file_ino = 0;
+char g_path[4200];                  // the file's name, for messages
+char g_reopen_path[4200];           // its absolute name, to open it again after a chdir
+uint32_t g_file_generation = 0;     // fresh files started after the file was lost (start_fresh_file)
+bool g_after_raw_clone = false;     // this process took the recorder over after a raw clone
+uint64_t g_next_alone_check = 0;    // writer thread: see leave_with_the_program
+format::FileHeader g_header{};      // as on disk (flags change after the fact)
+format::RunHeader g_run_header{};   // written right after it, once
+uint64_t g_file_bytes = 0;          // header and whole chunks written: where the next chunk goes
+bool g_header_pending = false;      // the header is not on disk yet (its write failed)
+bool g_write_failing = false;       // in an episode of failed writes (said once on stderr)
+uint64_t g_last_failure_ns = 0;     // an episode ends after a second of writes that work
+bool g_metadata_lost = false;       // a lost chunk held strings, thread names or counts
+uint64_t g_chunk_events = 0;        // events in the chunk being built
+uint64_t g_bytes_before_seal = 0;   // the file before the closing chunk written for an exec
+uint32_t g_generation_at_seal = 0;  // ... and which file that was (start_fresh_file)
 char g_command[4096];
 size_t g_command_length = 0;
 pthread_t g_thread;
@@ -71,6 +86,7 @@ std::atomic<uint32_t> g_wake{0};  // futex: 1 = work requested
 std::atomic<uint32_t> g_flush_requested{0};
 std::atomic<uint32_t> g_flush_done{0};                // futex
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;  // held for a whole cycle; fork takes it
+constexpr pthread_mutex_t kFreshMutex = PTHREAD_MUTEX_INITIALIZER;
 
 uint8_t* g_chunk = nullptr;
 constinit format::ThreadCodecState g_codec_threads[kMaxThreads];
@@ -160,11 +176,10 @@ int create_exclusive(const char* path) {
   return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-// Creates the file at trace_path(), or at the first free <stem>.e<N>.pstrace
-// when that name is taken. Returns the descriptor (path holds the name), or
-// -1 with errno set.
-int create_trace_file(char* path, size_t size) {
-  trace_path(path, size);
+// Creates the file at path, or at the first free <stem>.e<N>.pstrace when
+// that name is taken. Returns the descriptor (path holds the name), or -1
+// with errno set.
+int create_at_or_next(char* path) {
   int fd = create_exclusive(path);
   if (fd >= 0 || errno != EEXIST) return fd;
   static char stem[4200];
@@ -182,6 +197,150 @@ int create_trace_file(char* path, size_t size) {
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   return -1;
+}
+
+// The same at trace_path().
+int create_trace_file(char* path, size_t size) {
+  trace_path(path, size);
+  return create_at_or_next(path);
+}
+
+// ---- the descriptor ------------------------------------------------------------
+//
+// The trace's descriptor is the recorder's, never the program's: programs
+// close every descriptor (daemons, close_range), put their own files on fixed
+// numbers (a shell's `exec 3>log`, dup2) and open files that take the lowest
+// free number. So it is placed high, close-on-exec, and before every write it
+// is checked to still name the file the recorder created; when it does not,
+// the file is opened again by name, and when that name is no longer our file,
+// recording goes on in a fresh one. A chunk never goes to a file the recorder
+// did not create, and a number the program may own is never closed.
+// What is left: the check and the write are two system calls, so a program
+// that puts another file on the descriptor in the microseconds between them
+// gets that one chunk; the recorder then finds its file again and writes the
+// chunk there too (put_chunk).
+
+// Moves a descriptor of ours out of the program's way, 64 below the soft
+// RLIMIT_NOFILE, the limit taken as at most 4096: a higher descriptor only
+// makes the kernel's table (and every fork's copy of it) larger, and
+// descriptors are handed out lowest first, so what the program opens goes
+// around it anyway. Where nothing up there is free, lower halves are tried;
+// failing all, fd stays where it is (close-on-exec, and checked before every
+// write). Returns the descriptor.
+int place_high(int fd) {
+  rlimit limit{};
+  uint64_t top = kHighFdCeiling;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < top) top = limit.rlim_cur;
+  for (uint64_t floor = top > 2 * kHighFdMargin ? top - kHighFdMargin : top / 2; floor > static_cast<uint64_t>(fd);
+       floor /= 2) {
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(floor));
+    if (high >= 0) {
+      close(fd);
+      return high;
+    }
+  }
+  return fd;
+}
+
+bool names_our_file(int fd) {
+  struct stat st {};
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_file_dev && st.st_ino == g_file_ino;
+}
+
+// A file just created (at g_path) becomes the trace: its identity, its
+// absolute name (the program may change directory before it is needed), and
+// its descriptor placed high.
+void take_file(int fd) {
+  struct stat st {};
+  fstat(fd, &st);
+  g_file_dev = st.st_dev;
+  g_file_ino = st.st_ino;
+  g_fd = place_high(fd);
+  g_file_created = true;
+  size_t used = 0;
+  if (g_path[0] != '/' && getcwd(g_reopen_path, sizeof g_reopen_path - 2)) {
+    used = strlen(g_reopen_path);
+    g_reopen_path[used++] = '/';
+  }
+  for (const char* c = g_path; *c && used + 1 < sizeof g_reopen_path;) g_reopen_path[used++] = *c++;
+  g_reopen_path[used] = 0;
+}
+
+// Closes the trace's descriptor if it still names our file: the number may be
+// the program's by now.
+void close_own_fd() {
+  if (names_our_file(g_fd)) close(g_fd);
+  g_fd = -1;
+}
+
+// Our file cannot be opened by its name any more: removed, renamed, or the
+// name now some other file. Recording goes on in a fresh file beside it (the
+// same name when free, else the next .e<N>; by its absolute name, so in the
+// same folder after a chdir), never in a file the recorder did not create. The events written to the lost file are not
+// in the fresh one: they are counted there as write_failed drops (no drop
+// reason says "in another file"; one would be a format change) and said on
+// stderr with both names. Strings, thread names, the command line and the
+// counts are written again (g_metadata_lost). Returns 0 or the errno.
+int start_fresh_file() {
+  static char lost[sizeof g_path];
+  memcpy(lost, g_path, sizeof lost);
+  static_assert(sizeof g_path == sizeof g_reopen_path);
+  memcpy(g_path, g_reopen_path, sizeof g_path);
+  const int fd = create_at_or_next(g_path);
+  if (fd < 0) {
+    const int err = errno;
+    memcpy(g_path, lost, sizeof lost);
+    return err;
+  }
+  take_file(fd);
+  ++g_file_generation;
+  const uint64_t before = g_events_written - g_chunk_events;  // the chunk being written is in neither yet
+  g_events_written = g_chunk_events;
+  if (before) count_drop(format::DropReason::kWriteFailed, before);
+  g_file_bytes = 0;
+  g_header.flags = (g_header.flags & ~format::kHeaderEndedByExec) | format::kHeaderWriteFailed;
+  g_header_pending = true;
+  g_metadata_lost = true;
+  if (!g_config.quiet) {
+    static char line[2 * sizeof g_path + 256];
+    char* o = line;
+    char* const end = line + sizeof line - 1;
+    const auto put = [&](const char* text) {
+      while (*text && o < end) *o++ = *text++;
+    };
+    char count[24];
+    sys::format_uint(count, before);
+    put("peakscope: trace file ");
+    put(lost);
+    put(" was closed or replaced by the program and cannot be opened again by its name; recording goes on in ");
+    put(g_path);
+    if (before) {
+      put(" (the ");
+      put(count);
+      put(" events written before are not in it: counted there as write_failed drops)");
+    }
+    *o++ = '\n';
+    sys::write_all(2, line, static_cast<size_t>(o - line));
+  }
+  return 0;
+}
+
+// Before each write (one fstat per chunk; the events' path never sees it).
+// When the descriptor no longer names our file, its number is left to the
+// program and the file is opened again by name: not O_APPEND (the header is
+// rewritten in place, and pwrite on an O_APPEND descriptor appends), never
+// O_TRUNC, and only if what opens is our file (same device and inode).
+// Nothing is lost then: the file goes on where it was. Returns 0 or the errno.
+int ensure_own_fd() {
+  if (names_our_file(g_fd)) return 0;
+  g_fd = -1;
+  const int fd = open(g_reopen_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0 && names_our_file(fd)) {
+    g_fd = place_high(fd);
+    return 0;
+  }
+  if (fd >= 0) close(fd);
+  return start_fresh_file();
 }
 
 // Writes at an offset; returns 0 or the errno. Never writes past
@@ -207,6 +366,7 @@ int write_at(const void* data, size_t n, uint64_t offset, uint64_t reserve) {
 // The header is rewritten in place when its flags change: those bytes are
 // already on disk, so this works on a full disk too.
 int write_header() {
+  if (const int err = ensure_own_fd()) return err;
   g_header.header_crc = crc32c(&g_header, offsetof(format::FileHeader, header_crc));
   int err = write_at(&g_header, sizeof g_header, 0, 0);
   if (err == 0 && g_header_pending) err = write_at(&g_run_header, sizeof g_run_header, sizeof g_header, 0);
@@ -229,7 +389,8 @@ void set_header_flag(uint32_t flag, bool on) {
 // and on a full disk this frees the space the torn part took), and what the
 // lost chunk said once for the whole file is said again in the next one.
 void chunk_lost(int err) {
-  if (ftruncate(g_fd, static_cast<off_t>(g_file_bytes)) != 0) {
+  // Only our own file is cut back: the descriptor may name the program's by now.
+  if (names_our_file(g_fd) && ftruncate(g_fd, static_cast<off_t>(g_file_bytes)) != 0) {
     // Nothing better to do: the reader stops at the torn chunk and says so.
   }
   count_drop(format::DropReason::kWriteFailed, g_chunk_events);
@@ -246,16 +407,17 @@ void chunk_lost(int err) {
 }
 
 bool open_file() {
-  if (g_fd >= 0) return true;
+  if (g_file_created) return true;
   if (g_open_failed) return false;
-  g_fd = create_trace_file(g_path, sizeof g_path);
-  if (g_fd < 0) {
+  const int fd = create_trace_file(g_path, sizeof g_path);
+  if (fd < 0) {
     const int err = errno;
     g_open_failed = true;
     if (!g_config.quiet) sys::say_errno("cannot create trace file ", g_path, err, "; recording stopped");
     g_phase.store(static_cast<uint32_t>(Phase::kStopped), std::memory_order_release);
     return false;
   }
+  take_file(fd);
   format::FileHeader& h = g_header;
   h = format::FileHeader{};
   memcpy(h.magic, format::kMagic, sizeof h.magic);
@@ -293,13 +455,27 @@ bool open_file() {
   return true;
 }
 
+// One chunk at the end of our file (ensure_own_fd). When the descriptor names
+// something else right after the write, the write may have gone there: the
+// file is found again and the chunk written once more, at the same place in
+// it (writing the same bytes twice there is harmless).
+int put_chunk(size_t n, uint64_t reserve) {
+  int err = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    err = ensure_own_fd();
+    if (err == 0 && g_header_pending) err = write_header();
+    if (err == 0) err = write_at(g_chunk, n, g_file_bytes, reserve);
+    if (err != 0 || names_our_file(g_fd)) break;
+  }
+  return err;
+}
+
 // last: the closing chunk, which may use the room kept below a size limit.
 void write_chunk(bool last = false) {
   if (g_encoder.record_count() == 0) return;
   if (open_file()) {
     const size_t n = g_encoder.finish();
-    int err = g_header_pending ? write_header() : 0;
-    if (err == 0) err = write_at(g_chunk, n, g_file_bytes, last ? 0 : kClosingReserve);
+    const int err = put_chunk(n, last ? 0 : kClosingReserve);
     if (err == 0) {
       g_file_bytes += n;
       // Under a size limit small chunks may still fit between lost big ones:
@@ -432,6 +608,9 @@ uint64_t cycle(bool force) {
   const uint64_t global_seq = g_seq.load(std::memory_order_seq_cst);
   uint64_t watermark = UINT64_MAX;
   uint32_t drained = 0, runs = 0;
+  // A file lost since the last cycle is found again, or a fresh one started,
+  // before this cycle's chunk is built: it then carries what the file needs.
+  if (g_file_created) ensure_own_fd();
   resend_lost_metadata();
   const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
@@ -442,7 +621,7 @@ uint64_t cycle(bool force) {
   }
   // A process that has recorded nothing gets no file (children that only
   // exec, fork-stopped children); metadata waits in the chunk until events come.
-  if (g_fd < 0 && drained == 0 && g_held_count == 0) return watermark;
+  if (!g_file_created && drained == 0 && g_held_count == 0) return watermark;
   if (g_held_count) g_runs[runs++] = Run{g_held, g_held + g_held_count};
   if (force || drained + g_held_count >= kStagingEvents) watermark = UINT64_MAX;
 
@@ -513,6 +692,52 @@ void flush_cycle() {
   }
 }
 
+// Whether this thread is all that is left of the process (/proc/self/stat:
+// the main thread's state, field 3, and the number of threads, field 20). A
+// main thread that has ended while others live is a zombie until they all
+// have, and still counted.
+bool only_thread_left() {
+  char text[1024];
+  const int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return false;
+  text[n] = 0;
+  const char* p = strrchr(text, ')');  // the command name before it may hold anything
+  if (!p || p[1] != ' ') return false;
+  const bool main_ended = p[2] == 'Z';
+  // Field 2 ends at ')'; each space after it starts the next field.
+  for (int field = 2; *p && field < 20; ++p)
+    if (*p == ' ') ++field;
+  uint32_t threads = 0;
+  while (*p >= '0' && *p <= '9') threads = threads * 10 + static_cast<uint32_t>(*p++ - '0');
+  return threads == 1 || (threads == 2 && main_ended);
+}
+
+// Nothing but this thread is left: the program's last thread ended without
+// ending the process. glibc's last thread calls exit(0), but counts this one
+// among the living (main left through pthread_exit, the others returned); a
+// raw clone child's function returns into the end of its thread alone. Left
+// so, this thread would keep the process alive for ever, deaf to the signals
+// it blocks. It does what the last thread would have done: exit(0), which
+// runs the program's atexit handlers and destructors, the recorder's last;
+// after a raw clone (whose handlers are the parent's copies, never run by
+// such a child) it closes the trace and ends on its own, and the process
+// with the status its main thread left.
+void write_closing_chunk();
+
+void leave_with_the_program() {
+  if (!g_after_raw_clone) exit(0);
+  pthread_mutex_lock(&g_mutex);
+  forced_cycle();
+  if (g_file_created) write_closing_chunk();
+  close_own_fd();
+  g_file_created = false;
+  g_phase.store(static_cast<uint32_t>(Phase::kStopped), std::memory_order_release);
+  syscall(SYS_exit, 0);
+}
+
 void* writer_main(void*) {
   t_state.internal = true;
   sigset_t all;
@@ -525,12 +750,22 @@ void* writer_main(void*) {
     g_wake.store(0, std::memory_order_relaxed);
     const uint32_t requested = g_flush_requested.load(std::memory_order_acquire);
     pthread_mutex_lock(&g_mutex);
+    const uint64_t written = g_events_written;
     if (requested != g_flush_done.load(std::memory_order_relaxed)) {
       flush_cycle();
     } else {
       cycle(false);
     }
+    const bool idle = g_events_written == written;
     pthread_mutex_unlock(&g_mutex);
+    // A process whose threads are gone records nothing: looked at when idle.
+    if (idle && !g_stop.load(std::memory_order_acquire)) {
+      const uint64_t now = sys::monotonic_ns();
+      if (now >= g_next_alone_check) {
+        g_next_alone_check = now + kAloneCheckNs;
+        if (only_thread_left()) leave_with_the_program();
+      }
+    }
     if (requested != g_flush_done.load(std::memory_order_relaxed)) {
       g_flush_done.store(requested, std::memory_order_release);
       syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr,
@@ -570,11 +805,16 @@ bool spawn_thread() {
 bool is_primary() { return g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid; }
 
 // The drop counts and the END record, in a chunk of their own.
+// A fresh file started during its write (start_fresh_file) gets its own.
 void write_closing_chunk() {
-  resend_lost_metadata();
-  emit_counts(true);
-  add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
-  write_chunk(/*last=*/true);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const uint32_t generation = g_file_generation;
+    resend_lost_metadata();
+    emit_counts(true);
+    add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
+    write_chunk(/*last=*/true);
+    if (generation == g_file_generation) break;
+  }
 }
 
 }  // namespace
@@ -622,9 +862,9 @@ void writer_stop() {
   if (!g_chunk) return;
   pthread_mutex_lock(&g_mutex);
   forced_cycle();
-  if (g_fd >= 0 || is_primary()) write_closing_chunk();
-  if (g_fd >= 0) close(g_fd);
-  g_fd = -1;
+  if (g_file_created || is_primary()) write_closing_chunk();
+  close_own_fd();
+  g_file_created = false;
   pthread_mutex_unlock(&g_mutex);
 }
 
@@ -632,8 +872,9 @@ bool writer_seal_for_exec() {
   if (!g_running.load(std::memory_order_acquire) || on_writer_thread()) return false;
   pthread_mutex_lock(&g_mutex);
   flush_cycle();
-  if (g_fd >= 0) {
+  if (g_file_created) {
     g_bytes_before_seal = g_file_bytes;
+    g_generation_at_seal = g_file_generation;
     write_closing_chunk();
     set_header_flag(format::kHeaderEndedByExec, true);
   }
@@ -641,9 +882,12 @@ bool writer_seal_for_exec() {
 }
 
 void writer_unseal_after_failed_exec() {
-  if (g_fd >= 0 && (g_header.flags & format::kHeaderEndedByExec)) {
-    // The process goes on: take the closing chunk back and keep appending.
-    if (ftruncate(g_fd, static_cast<off_t>(g_bytes_before_seal)) == 0) g_file_bytes = g_bytes_before_seal;
+  if (g_file_created && (g_header.flags & format::kHeaderEndedByExec)) {
+    // The process goes on: take the closing chunk back and keep appending
+    // (unless the file was lost meanwhile: a fresh one has no such chunk).
+    if (ensure_own_fd() == 0 && g_file_generation == g_generation_at_seal &&
+        ftruncate(g_fd, static_cast<off_t>(g_bytes_before_seal)) == 0)
+      g_file_bytes = g_bytes_before_seal;
     set_header_flag(format::kHeaderEndedByExec, false);
     memset(g_drops_written, 0, sizeof g_drops_written);  // the counts went with that chunk
   }
@@ -653,11 +897,16 @@ void writer_unseal_after_failed_exec() {
 void writer_before_fork() { pthread_mutex_lock(&g_mutex); }
 void writer_after_fork_parent() { pthread_mutex_unlock(&g_mutex); }
 
-void writer_after_fork_child() {
+void writer_after_fork_child(bool raw_clone) {
   // The parent's writer thread does not exist here and its file is not ours.
-  pthread_mutex_unlock(&g_mutex);
-  if (g_fd >= 0) close(g_fd);
-  g_fd = -1;
+  // The lock is fresh: after a raw clone no fork handler took it, and the
+  // parent's writer may have held it at that moment.
+  g_mutex = kFreshMutex;
+  close_own_fd();
+  g_file_created = false;
+  g_file_generation = 0;
+  g_after_raw_clone = raw_clone;
+  g_next_alone_check = 0;
   g_open_failed = false;
   g_file_bytes = 0;
   g_header_pending = false;

@@ -20,7 +20,8 @@ void writer_stop();
 // pthread_atfork handlers.
 void writer_before_fork();
 void writer_after_fork_parent();
-void writer_after_fork_child();
+// raw_clone: after a clone no fork handler saw (lifecycle.cc, own_recorder).
+void writer_after_fork_child(bool raw_clone);
 // Before exec (the new image never runs our exit path): writes everything
 // recorded so far, then the drop counts and END record, and marks the header
 // kHeaderEndedByExec. Returns true with the writer's lock held, so nothing

@@ -290,5 +290,175 @@ TEST(RecorderPaths, AnUnwritableOutputIsExitTwoWithTheReason) {
                                        ": No such file or directory (errno 2); recording stopped\n");
 }
 
+// ---- the program's own descriptors and children ----------------------------------
+//
+// The recorder must never damage the program it records: its trace's
+// descriptor is out of the program's way and checked before every write, and
+// children of every kind (fork, raw clone, vfork) neither hang nor write into
+// their parent's file. Each test fails on a recorder whose trace sat on the
+// lowest free descriptor (3) and was written blindly, or that knew no child
+// but fork's: there the program's log took trace chunks, a close loop lost the
+// rest of the run without a count, a clone child hung in exit(), and a vfork
+// child's exit() closed its parent's trace.
+
+std::string fd_program() { return build_dir() + "/programs/fd_child_pattern"; }
+
+// `peakscope record --host -o TRACE -- fd_child_pattern ARGS` under `timeout
+// 20` (124: it hung), the writer writing every millisecond so that many chunks
+// land while the program works; stderr kept in ERR.
+int record_program(const Scratch& s, const std::string& args, const std::string& shell = "") {
+  return run(shell + " PEAKSCOPE_FLUSH_MS=1 timeout 20 " + cli() + " record --host -o " + s.path("t.pstrace") + " -- " +
+             fd_program() + " " + args + " 2>" + s.path("err"));
+}
+
+std::string numbered_lines(int n) {
+  std::string text;
+  for (int i = 1; i <= n; ++i) text += "line " + std::to_string(i) + "\n";
+  return text;
+}
+
+// Every event there, the file closed by the recorder, nothing dropped.
+void expect_whole(const std::string& path, uint64_t events) {
+  SCOPED_TRACE(path);
+  LoadedTrace t = load_trace(path);
+  EXPECT_TRUE(t.status.complete()) << t.status.reason;
+  EXPECT_TRUE(t.meta.clean_end);
+  EXPECT_EQ(t.events.size(), events);
+  EXPECT_EQ(t.meta.dropped_total(), 0u);
+}
+
+// The program writes 100 lines into a file of its own on the number the
+// trace used to have, 20 pairs (40 events) and a millisecond apart: by
+// closing fds 3..63 and opening (own-log), as a shell's `exec 3>log`
+// (exec3), by putting its log on the trace's descriptor with dup2 (dup2),
+// and as a daemon that closes every descriptor, then opens its log (daemon).
+TEST(RecorderOwnFiles, TheProgramsOwnFileIsNeverWrittenInto) {
+  for (const char* mode : {"own-log", "exec3", "dup2", "daemon"}) {
+    SCOPED_TRACE(mode);
+    Scratch s;
+    ASSERT_EQ(record_program(s, std::string(mode) + " " + s.path("log") + " 100"), 0) << slurp(s.path("err"));
+    const std::string log = slurp(s.path("log")), expected = numbered_lines(100);
+    size_t same = 0;
+    while (same < log.size() && same < expected.size() && log[same] == expected[same]) ++same;
+    EXPECT_TRUE(log == expected) << "the program's log (" << log.size() << " bytes, " << expected.size()
+                                 << " expected) differs from byte " << same;
+    expect_whole(s.path("t.pstrace"), 4000);
+    EXPECT_EQ(traces_in(s), (std::vector<std::string>{"t.pstrace"}));
+  }
+}
+
+TEST(RecorderOwnFiles, DevNullPutOnTheTracesDescriptorLosesNothing) {
+  Scratch s;
+  ASSERT_EQ(record_program(s, "dup2 /dev/null 100"), 0) << slurp(s.path("err"));
+  expect_whole(s.path("t.pstrace"), 4000);
+}
+
+// 200 pairs, every descriptor closed, 200 more: every event is in the file.
+// The close loop runs over 3..1023 under `ulimit -n 1024`, where the trace's
+// descriptor is 960 (64 below the limit).
+TEST(RecorderOwnFiles, ClosingEveryDescriptorLosesNothing) {
+  for (const char* mode : {"close-range", "close-loop"}) {
+    SCOPED_TRACE(mode);
+    Scratch s;
+    ASSERT_EQ(record_program(s, std::string(mode) + " 200", "ulimit -n 1024;"), 0) << slurp(s.path("err"));
+    expect_whole(s.path("t.pstrace"), 800);
+    EXPECT_EQ(slurp(s.path("err")).find("cannot write"), std::string::npos) << slurp(s.path("err"));
+  }
+}
+
+TEST(RecorderOwnFiles, TheTracesDescriptorIsHighAndCloseOnExec) {
+  Scratch s;
+  ASSERT_EQ(run("ulimit -n 1024; PEAKSCOPE_HOST=1 PEAKSCOPE_OUTPUT=" + s.path("t.pstrace") +
+                " LD_PRELOAD=" + preload() + " " + fd_program() + " trace-fd >" + s.path("out")),
+            0);
+  int fd = -1, cloexec = -1;
+  ASSERT_EQ(std::sscanf(slurp(s.path("out")).c_str(), "%d %d", &fd, &cloexec), 2) << slurp(s.path("out"));
+  EXPECT_GE(fd, 960) << "64 below the limit, or the next free above";
+  EXPECT_LT(fd, 1024);
+  EXPECT_EQ(cloexec, 1);
+}
+
+// The program removes the trace and puts a file of its own at its name, then
+// closes every descriptor: its file is left alone, recording goes on in
+// t.e1.pstrace, and the events written before, now in no file anyone can
+// open, are counted there as write_failed drops and said on stderr.
+TEST(RecorderOwnFiles, ATraceReplacedByTheProgramGoesOnInAFreshFile) {
+  Scratch s;
+  ASSERT_EQ(run("PEAKSCOPE_FLUSH_MS=1 PEAKSCOPE_HOST=1 PEAKSCOPE_OUTPUT=" + s.path("t.pstrace") +
+                " PEAKSCOPE_PRIMARY_PID=$$ LD_PRELOAD=" + preload() + " exec " + fd_program() + " replace 1000 2>" +
+                s.path("err")),
+            0);
+  EXPECT_EQ(slurp(s.path("t.pstrace")), "mine\n");
+  LoadedTrace t = load_trace(s.path("t.e1.pstrace"));
+  EXPECT_TRUE(t.status.complete()) << t.status.reason;
+  EXPECT_TRUE(t.meta.clean_end);
+  EXPECT_TRUE(t.meta.header.flags & format::kHeaderWriteFailed);
+  const uint64_t lost = t.meta.drops[static_cast<size_t>(format::DropReason::kWriteFailed)];
+  EXPECT_GT(lost, 0u) << "the first 2000 events were written to the removed file";
+  EXPECT_EQ(t.events.size() + lost, 4000u) << "every event is in the file or counted";
+  EXPECT_EQ(t.meta.dropped_total(), lost);
+  EXPECT_NE(t.meta.command.find("replace 1000"), std::string::npos);
+  EXPECT_NE(slurp(s.path("err"))
+                .find("trace file " + s.path("t.pstrace") +
+                      " was closed or replaced by the program and cannot be opened again by its "
+                      "name; recording goes on in " +
+                      s.path("t.e1.pstrace") + " (the " + std::to_string(lost) + " events"),
+            std::string::npos)
+      << slurp(s.path("err"));
+}
+
+// A child from clone(SIGCHLD), which runs no fork handler: 1000 pairs in the
+// parent, 1000 in the child, 1000 more in the parent. The child leaves through
+// exit() (it used to wait for ever for its parent's writer thread), _exit()
+// (its events used to vanish) or, made by glibc's clone() on a stack of its
+// own, by returning (which ends its thread alone); or a thread it starts
+// records 1000 pairs before the child itself does (and so takes the recorder
+// over while the child's first thread still holds its parent's buffer).
+// Neither hangs; the child writes its own file, with every event.
+TEST(RecorderChildren, ARawCloneChildNeitherHangsNorLosesItsEvents) {
+  for (const char* how : {"exit", "_exit", "return", "thread"}) {
+    SCOPED_TRACE(how);
+    Scratch s;
+    ASSERT_EQ(record_program(s, std::string("clone ") + how + " 1000"), 0) << slurp(s.path("err"));
+    expect_whole(s.path("t.pstrace"), 4000);
+    const std::vector<std::string> names = traces_in(s);
+    ASSERT_EQ(names.size(), 2u) << slurp(s.path("err"));
+    const std::string child = s.path(names[0] == "t.pstrace" ? names[1] : names[0]);
+    expect_whole(child, std::string(how) == "thread" ? 4000 : 2000);
+    EXPECT_EQ(load_trace(child).meta.header.parent_pid, load_trace(s.path("t.pstrace")).meta.header.pid);
+  }
+}
+
+// 5 pairs, vfork, the child's exec fails and it calls exit() (which runs its
+// parent's atexit handlers and destructors, in its parent's memory), then 15
+// pairs: the parent's trace holds all 40 events and is closed when the parent
+// leaves, by returning from main or by exit(). It used to be closed by the
+// child, with 10.
+TEST(RecorderChildren, AVforkChildsExitLeavesItsParentsTraceWhole) {
+  for (const char* how : {"return", "exit"}) {
+    SCOPED_TRACE(how);
+    Scratch s;
+    ASSERT_EQ(record_program(s, std::string("vfork 5 ") + how), 0) << slurp(s.path("err"));
+    expect_whole(s.path("t.pstrace"), 40);
+    EXPECT_EQ(traces_in(s), (std::vector<std::string>{"t.pstrace"}));
+  }
+}
+
+// main leaves through pthread_exit; a thread makes 500 pairs and returns. glibc
+// ends the process with exit(0) from its last thread, which used to count the
+// writer thread among the living: the process never ended, and ignored
+// SIGTERM (the writer blocks every signal). SIGKILL after 20 s, to the
+// program itself.
+TEST(RecorderChildren, AProgramWhoseMainThreadLeavesFirstStillEnds) {
+  Scratch s;
+  ASSERT_EQ(run("timeout -s KILL 20 sh -c 'PEAKSCOPE_FLUSH_MS=1 PEAKSCOPE_HOST=1 PEAKSCOPE_OUTPUT=" +
+                s.path("t.pstrace") + " PEAKSCOPE_PRIMARY_PID=$$ LD_PRELOAD=" + preload() + " exec " + fd_program() +
+                " main-exits 500' >" + s.path("out") + " 2>" + s.path("err")),
+            0)
+      << slurp(s.path("err"));
+  EXPECT_EQ(slurp(s.path("out")), "done\n") << "exit(0) flushed stdout";
+  expect_whole(s.path("t.pstrace"), 1000);
+}
+
 }  // namespace
 }  // namespace psc
