@@ -50,7 +50,6 @@ Json term_to_json(const GrowthTerm& t) {
                 {"least_longest_share", t.least_longest_share},
                 {"longest_square", t.largest.longest_square}};
   j["beyond"] = t.has_beyond ? line_to_json(t.beyond) : Json(nullptr);
-  if (!t.longest_bound) j["longest_bound"] = false;
   j["left_out_error"] = {{"linear", nullable(t.left_out_error_linear)},
                          {"quadratic", nullable(t.left_out_error_quadratic)}};
   if (!t.knots.empty()) {
@@ -141,10 +140,6 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
   if (j.contains("left_out_error") && j.at("left_out_error").is_object()) {
     t.left_out_error_linear = optional_number(j.at("left_out_error"), "linear", where + ".left_out_error", -1);
     t.left_out_error_quadratic = optional_number(j.at("left_out_error"), "quadratic", where + ".left_out_error", -1);
-  }
-  if (j.contains("longest_bound")) {
-    if (!j.at("longest_bound").is_boolean()) throw CalibrationError(where + ".longest_bound: must be true or false");
-    t.longest_bound = j.at("longest_bound").get<bool>();
   }
   // Absent in calibrations written before the chords bounded prices.
   if (j.contains("knots")) {
@@ -650,8 +645,8 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
         // The cold peak is at most the twin's state at that moment plus the
         // first-execution allocations live then: their most live together
         // bounds it at any size where they do not grow.
-        c.first_execution_bytes =
-            std::max({c.first_execution_bytes, peak_delta + unexplained, w.first_execution_max_live_bytes + unexplained});
+        c.first_execution_bytes = std::max(
+            {c.first_execution_bytes, peak_delta + unexplained, w.first_execution_max_live_bytes + unexplained});
         c.first_execution_at_peak_bytes = std::max(c.first_execution_at_peak_bytes, w.first_execution_at_peak_bytes);
       }
     }
@@ -810,8 +805,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
     c.adapter_gradient_bytes[it.key()] =
         bytes_array(it.value(), where + ".adapter_gradient_bytes." + it.key(), static_cast<size_t>(c.layers));
   // Absent in calibrations written before it: no allowance, as they priced.
-  if (j.contains("sequence_allowance_bytes"))
-    c.sequence_allowance_bytes = count(j, "sequence_allowance_bytes", where);
+  if (j.contains("sequence_allowance_bytes")) c.sequence_allowance_bytes = count(j, "sequence_allowance_bytes", where);
   const Json& first = field(j, "first_execution", where);
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
@@ -828,7 +822,8 @@ Calibration calibration_from_json(const CalibrationJson& j) {
       c.margin.inside = number(m, "inside", at);
       c.margin.per_doubling = number(m, "per_doubling", at);
       c.margin.largest_tokens = static_cast<int64_t>(count(m, "largest_tokens", at));
-      if (!(c.margin.inside >= 0 && c.margin.inside <= 63) || !(c.margin.per_doubling >= 0 && c.margin.per_doubling <= 63))
+      if (!(c.margin.inside >= 0 && c.margin.inside <= 63) ||
+          !(c.margin.per_doubling >= 0 && c.margin.per_doubling <= 63))
         throw CalibrationError(at + ": inside and per_doubling must be fractions from 0 to 63");
     }
     if (m.contains("evidence") && m["evidence"].is_array())

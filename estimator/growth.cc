@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace psc {
@@ -244,12 +244,12 @@ GrowthLine line_of(const std::vector<Feature>& features, const std::vector<doubl
 // The hyperplane intercept + Σ coefficient × feature through |features| + 1
 // points (Gaussian elimination on features scaled to about 1, so a pivot's
 // size means something); false when they do not determine one.
-bool hyperplane(const std::vector<const GrowthPoint*>& through, const std::vector<Feature>& features,
-                GrowthLine& out) {
+bool hyperplane(const std::vector<const GrowthPoint*>& through, const std::vector<Feature>& features, GrowthLine& out) {
   const size_t n = features.size() + 1;
   std::vector<double> scale(n, 1.0);
   for (size_t k = 0; k < features.size(); ++k)
-    for (const GrowthPoint* p : through) scale[k + 1] = std::max(scale[k + 1], std::abs(feature_of(p->size, features[k])));
+    for (const GrowthPoint* p : through)
+      scale[k + 1] = std::max(scale[k + 1], std::abs(feature_of(p->size, features[k])));
   std::vector<std::vector<double>> a(n, std::vector<double>(n + 1));
   for (size_t r = 0; r < n; ++r) {
     a[r][0] = 1;
@@ -276,7 +276,9 @@ bool hyperplane(const std::vector<const GrowthPoint*>& through, const std::vecto
 
 // Memory never shrinks as sequences get longer or more numerous at a given
 // size: growth in s, L and n is never negative.
-bool plausible(const GrowthLine& l) { return l.per_square_token >= 0 && l.per_longest_square >= 0 && l.per_sequence >= 0; }
+bool plausible(const GrowthLine& l) {
+  return l.per_square_token >= 0 && l.per_longest_square >= 0 && l.per_sequence >= 0;
+}
 
 // The envelope over `features`: of the hyperplanes through |features| + 1 of
 // the sizes that cover every size, the one with the least excess (the flat
@@ -305,9 +307,11 @@ GrowthLine envelope_over(const std::vector<Feature>& features, const Data& d) {
 
 // The feature sets a packed fit chooses among, fewest first.
 const std::vector<std::vector<Feature>>& packed_feature_sets() {
-  static const std::vector<std::vector<Feature>> sets = {
-      {kTokens}, {kTokens, kSquares}, {kTokens, kSquares, kLongest}, {kTokens, kSquares, kSequences},
-      {kTokens, kSquares, kLongest, kSequences}};
+  static const std::vector<std::vector<Feature>> sets = {{kTokens},
+                                                         {kTokens, kSquares},
+                                                         {kTokens, kSquares, kLongest},
+                                                         {kTokens, kSquares, kSequences},
+                                                         {kTokens, kSquares, kLongest, kSequences}};
   return sets;
 }
 
@@ -319,8 +323,7 @@ GrowthLine packed_fit(const Data& d) {
   std::vector<Feature> chosen = {kTokens, kSquares};
   double chosen_error = -1;
   for (const std::vector<Feature>& set : packed_feature_sets()) {
-    const double error =
-        left_out_error(d, set.size() + 1, [&](const Data& rest) { return envelope_over(set, rest); });
+    const double error = left_out_error(d, set.size() + 1, [&](const Data& rest) { return envelope_over(set, rest); });
     if (error < 0) continue;
     if (chosen_error < 0 || error < chosen_error - 1e-3) {
       chosen = set;
@@ -390,23 +393,24 @@ bool GrowthTerm::prices_like(const GrowthTerm& o) const {
   };
   return fit() == o.fit() && margin_bytes == o.margin_bytes && sizes == o.sizes && has_beyond == o.has_beyond &&
          (!has_beyond || beyond == o.beyond) && same_size(smallest, o.smallest) && same_size(largest, o.largest) &&
-         longest_share == o.longest_share && least_longest_share == o.least_longest_share && knots == o.knots &&
-         longest_bound == o.longest_bound;
+         longest_share == o.longest_share && least_longest_share == o.least_longest_share && knots == o.knots;
 }
 
-bool GrowthTerm::outside(WaveSize size) const {
-  if (sizes == 0) return false;
+uint8_t GrowthTerm::outside_mask(WaveSize size) const {
+  if (sizes == 0) return 0;
   const double eps = 1e-9;
-  return size.tokens < smallest.tokens || size.tokens > largest.tokens ||
-         size.square_tokens < smallest.square_tokens * (1 - eps) ||
-         size.square_tokens > largest.square_tokens * (1 + eps) || size.sequences > largest.sequences ||
-         size.longest_square > largest.longest_square * (1 + eps) ||
-         size.longest_square > longest_share * (1 + eps) * size.square_tokens;
+  uint8_t out = 0;
+  if (size.tokens < smallest.tokens || size.tokens > largest.tokens) out |= kOutsideTokens;
+  if (size.square_tokens < smallest.square_tokens * (1 - eps) || size.square_tokens > largest.square_tokens * (1 + eps))
+    out |= kOutsideSquares;
+  if (size.sequences > largest.sequences) out |= kOutsideSequences;
+  if (size.longest_square > largest.longest_square * (1 + eps)) out |= kOutsideLongest;
+  if (size.longest_square > longest_share * (1 + eps) * size.square_tokens) out |= kOutsideLongestShare;
+  return out;
 }
 
 double GrowthTerm::chord(WaveSize size) const {
-  if (knots.size() < 2 || size.sequences > 1 || size.tokens < knots.front().tokens ||
-      size.tokens > knots.back().tokens)
+  if (knots.size() < 2 || size.sequences > 1 || size.tokens < knots.front().tokens || size.tokens > knots.back().tokens)
     return 0;
   // Knots are few (the calibrated sizes): a scan is cheaper than a search.
   size_t k = 1;
@@ -418,15 +422,15 @@ double GrowthTerm::chord(WaveSize size) const {
 }
 
 std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const {
+  static constexpr std::pair<Outside, const char*> kNames[] = {{kOutsideTokens, "tokens"},
+                                                               {kOutsideSquares, "squares"},
+                                                               {kOutsideSequences, "sequences"},
+                                                               {kOutsideLongest, "longest"},
+                                                               {kOutsideLongestShare, "longest share"}};
+  const uint8_t mask = outside_mask(size);
   std::vector<std::string> out;
-  if (sizes == 0) return out;
-  const double eps = 1e-9;
-  if (size.tokens < smallest.tokens || size.tokens > largest.tokens) out.push_back("tokens");
-  if (size.square_tokens < smallest.square_tokens * (1 - eps) || size.square_tokens > largest.square_tokens * (1 + eps))
-    out.push_back("squares");
-  if (size.sequences > largest.sequences) out.push_back("sequences");
-  if (size.longest_square > largest.longest_square * (1 + eps)) out.push_back("longest");
-  if (size.longest_square > longest_share * (1 + eps) * size.square_tokens) out.push_back("longest share");
+  for (const auto& [bit, name] : kNames)
+    if (mask & bit) out.push_back(name);
   return out;
 }
 
@@ -498,8 +502,8 @@ GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
     const GrowthLine fit = packed_fit(d);
     set_fit(t, fit);
     t.growth = fit.per_square_token > 0 || fit.per_longest_square > 0 ? Growth::kQuadratic
-               : fit.per_token != 0 || fit.per_sequence != 0        ? Growth::kLinear
-                                                                    : Growth::kFlat;
+               : fit.per_token != 0 || fit.per_sequence != 0          ? Growth::kLinear
+                                                                      : Growth::kFlat;
     t.has_beyond = true;
     t.beyond = quadratic;
     finish(d, t);

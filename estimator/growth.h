@@ -88,8 +88,8 @@ struct GrowthTerm {
   double per_token = 0;  // bytes per token
   uint64_t margin_bytes = 0;
   size_t points = 0;
-  double max_abs_residual = 0;  // largest |measured − fit| over the points
-  double per_square_token = 0;  // bytes per squared token (quadratic growth)
+  double max_abs_residual = 0;    // largest |measured − fit| over the points
+  double per_square_token = 0;    // bytes per squared token (quadratic growth)
   double per_longest_square = 0;  // packed calibrations only (GrowthLine)
   double per_sequence = 0;
   Growth growth = Growth::kNone;
@@ -102,13 +102,6 @@ struct GrowthTerm {
   double least_longest_share = 1;  // the smallest such share
   bool has_beyond = false;
   GrowthLine beyond;
-  // Whether a longest sequence beyond the calibrated ones bounds the squares
-  // (l_max² / ρ_min, priced_size). Always true in the calibrations written
-  // now: a fit that chose the longest's square as a feature from packings of
-  // four sizes or more still missed by 8-13% at twice the calibrated longest
-  // sequence (its maxima change events there), so it is not trusted beyond
-  // them yet; false is read, for calibrations that say so.
-  bool longest_bound = true;
   // Largest relative error on a left-out calibration size; -1: not measurable.
   double left_out_error_linear = -1;
   double left_out_error_quadratic = -1;
@@ -132,10 +125,19 @@ struct GrowthTerm {
   double line(int64_t tokens) const { return line(unpacked(tokens)); }
   // Outside the sizes calibrated (either feature), or calibrated from fewer
   // than three sizes: a price from it is an extrapolation.
-  bool outside(WaveSize size) const;
-  // Which features of `size` lie outside the calibrated ones, by name
-  // ("tokens", "squares", "sequences", "longest", "longest share"), for a
-  // miss to be named; empty inside.
+  bool outside(WaveSize size) const { return outside_mask(size) != 0; }
+  // Which features of `size` lie outside the calibrated ones (Outside bits);
+  // 0 inside.
+  enum Outside : uint8_t {
+    kOutsideTokens = 1,
+    kOutsideSquares = 2,
+    kOutsideSequences = 4,
+    kOutsideLongest = 8,
+    kOutsideLongestShare = 16,
+  };
+  uint8_t outside_mask(WaveSize size) const;
+  // The same by name ("tokens", "squares", "sequences", "longest", "longest
+  // share"), for a miss to be named; empty inside.
   std::vector<std::string> outside_features(WaveSize size) const;
   bool few_sizes() const { return sizes < 3; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
@@ -145,8 +147,7 @@ struct GrowthTerm {
   // The size as priced: a longest sequence beyond the calibrated ones bounds
   // the squares (above).
   WaveSize priced_size(WaveSize size) const {
-    if (longest_bound && sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) &&
-        least_longest_share > 0)
+    if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
       size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
     return size;
   }

@@ -15,16 +15,10 @@
 namespace psc {
 namespace {
 
-// A calibrated size: a group's tokens and squared sequence lengths, as the
-// fits key their points.
-using SizeKey = std::pair<int64_t, double>;
-
 bool calibrated(const WaveLiveness& w) { return w.tokens > 0 && w.children.empty(); }
 
-SizeKey size_of(const WaveLiveness& w) {
-  const WaveSize s = group_size(w.size(), w.groups);
-  return {s.tokens, s.square_tokens};
-}
+// A calibrated size, as the margin leaves sizes out: a group's tokens.
+int64_t group_tokens(const WaveLiveness& w) { return group_size(w.size(), w.groups).tokens; }
 
 // The largest relative spread of measured peaks among waves recorded more
 // than once in the same state: same shape, same packing, cold or warm alike,
@@ -35,8 +29,8 @@ double jitter(const std::vector<Liveness>& traces, std::string* where) {
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (!calibrated(w)) continue;
-      const uint64_t live = std::accumulate(w.gradient_live_at_start_bytes.begin(),
-                                            w.gradient_live_at_start_bytes.end(), uint64_t{0});
+      const uint64_t live =
+          std::accumulate(w.gradient_live_at_start_bytes.begin(), w.gradient_live_at_start_bytes.end(), uint64_t{0});
       const Key key{w.tokens, w.sequence_lengths, w.cold, w.groups, w.slots, live};
       auto [it, fresh] = range.emplace(key, std::make_pair(w.measured_peak_bytes, w.measured_peak_bytes));
       if (!fresh) {
@@ -61,12 +55,10 @@ double jitter(const std::vector<Liveness>& traces, std::string* where) {
 
 Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& full) {
   Margin m;
-  std::set<SizeKey> sizes;
+  std::set<int64_t> tokens;
   for (const Liveness& t : traces)
     for (const WaveLiveness& w : t.waves)
-      if (calibrated(w)) sizes.insert(size_of(w));
-  std::set<int64_t> tokens;
-  for (const SizeKey& s : sizes) tokens.insert(s.first);
+      if (calibrated(w)) tokens.insert(group_tokens(w));
   if (tokens.size() < 3) {
     m.evidence.push_back(fmt::format(
         "not derived: {} calibrated size{} (tokens per group); leaving one out needs three or more, so prices "
@@ -77,7 +69,7 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
   m.derived = true;
   m.largest_tokens = *tokens.rbegin();
   for (const int64_t left_out : tokens) {
-    const auto use = [&](const WaveLiveness& w) { return size_of(w).first != left_out; };
+    const auto use = [&](const WaveLiveness& w) { return group_tokens(w) != left_out; };
     Calibration rest = calibrate(traces, full.safety_factor, use);
     // Terms measured exactly, not fitted, come from every wave: a step
     // whose only gradient wave is the size left out would otherwise price it
@@ -107,15 +99,15 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
     if (left_out > others_largest) {
       const double doublings = std::log2(static_cast<double>(left_out) / static_cast<double>(others_largest));
       m.per_doubling = std::max(m.per_doubling, under / doublings);
-      m.evidence.push_back(fmt::format(
-          "{} tokens left out, priced from the others ({:.2f} doublings beyond them): worst raw error "
-          "{:+.2f}% over {} waves",
-          left_out, doublings, worst * 100, priced));
+      m.evidence.push_back(
+          fmt::format("{} tokens left out, priced from the others ({:.2f} doublings beyond them): worst raw error "
+                      "{:+.2f}% over {} waves",
+                      left_out, doublings, worst * 100, priced));
     } else {
       m.inside = std::max(m.inside, under);
-      m.evidence.push_back(fmt::format(
-          "{} tokens left out, priced from the others ({}): worst raw error {:+.2f}% over {} waves", left_out,
-          left_out < *tokens.begin() + 1 ? "below them" : "between them", worst * 100, priced));
+      m.evidence.push_back(
+          fmt::format("{} tokens left out, priced from the others ({}): worst raw error {:+.2f}% over {} waves",
+                      left_out, left_out == *tokens.begin() ? "below them" : "between them", worst * 100, priced));
     }
   }
   std::string where;

@@ -38,9 +38,8 @@ struct Reader {
 // Packed in a way no calibration wave was: more sequences, a longest
 // sequence longer than any calibrated, or a larger share of the squares in it.
 bool unseen_packing(const GrowthTerm& term, WaveSize size) {
-  for (const std::string& f : term.outside_features(size))
-    if (f == "sequences" || f == "longest" || f == "longest share") return true;
-  return false;
+  return term.outside_mask(size) &
+         (GrowthTerm::kOutsideSequences | GrowthTerm::kOutsideLongest | GrowthTerm::kOutsideLongestShare);
 }
 
 // What the calibration says is left of the workspace once a layer's own
@@ -331,8 +330,8 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
       throw PredictError(fmt::format("slots[{}]", i), fmt::format("\"{}\" is given twice", slots[i]));
   }
   Prediction p;
-  p.request_tokens = request.tokens;
-  p.plan = calibrated_plan(c, request.cold, request.tokens / static_cast<int64_t>(slots.size()));
+  p.group_tokens = request.tokens / static_cast<int64_t>(slots.size());
+  p.plan = calibrated_plan(c, request.cold, p.group_tokens);
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, packed(request.tokens, request.sequence_lengths),

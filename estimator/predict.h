@@ -81,7 +81,7 @@ pricing::Forward calibrated_split(const Calibration& calibration, const std::vec
                                   Extrapolation* extrapolation = nullptr);
 
 struct Prediction {
-  int64_t request_tokens = 0;  // the whole wave's
+  int64_t group_tokens = 0;  // each group's: what the margin's distance is read at
   pricing::Plan plan;
   pricing::Price price;
   Extrapolation extrapolation;

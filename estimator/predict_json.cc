@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace psc {
@@ -32,11 +31,11 @@ pricing::Json margin_to_json(const Calibration& c, const Prediction& p) {
   const double factor = p.plan.safety_factor;
   std::string why;
   if (c.margin.derived) {
-    const int64_t groups = p.plan.forwards.empty() ? 1 : std::max<int64_t>(1, std::ssize(p.plan.forwards[0].groups));
-    const double beyond = c.margin.doublings_beyond(p.plan.forwards.empty() ? 0 : p.request_tokens / groups);
-    why = fmt::format("derived from the calibration's sizes left out in turn: +{:.2f}% inside, +{:.2f}% per doubling "
-                      "beyond {} tokens per group; this wave is {:.2f} doublings beyond",
-                      c.margin.inside * 100, c.margin.per_doubling * 100, c.margin.largest_tokens, beyond);
+    const double beyond = c.margin.doublings_beyond(p.group_tokens);
+    why = fmt::format(
+        "derived from the calibration's sizes left out in turn: +{:.2f}% inside, +{:.2f}% per doubling "
+        "beyond {} tokens per group; this wave is {:.2f} doublings beyond",
+        c.margin.inside * 100, c.margin.per_doubling * 100, c.margin.largest_tokens, beyond);
   } else {
     why = fmt::format("the flat safety factor x{} ({})", c.safety_factor,
                       c.margin.evidence.empty() ? std::string("a calibration written before margins were derived")
