@@ -1,5 +1,6 @@
 // The exporters and importers the registry (exchange/exporter.cc) knows. Each is
-// a stateless singleton defined in its own traces/export_*.cc / import_*.cc.
+// a stateless singleton defined in its format's folder (exchange/nsys/,
+// exchange/perfetto/, ...), in export_*.cc or import_*.cc.
 #pragma once
 
 #include "exchange/exporter.h"

@@ -328,7 +328,10 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     scope_.on_event(e, ordinal, meta);
     return;
   }
-  if (memory_level_of(e) != model_->level) return;
+  if (memory_level_of(e) != model_->level) {
+    if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) listener_->on_other_level(e);
+    return;
+  }
   const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
   const MemoryReplay::Effect effect = replay_.apply(e, site);
   const Key key{e.device, e.address};
@@ -377,6 +380,15 @@ std::vector<ProcessPlacement> place_run(const Run& run) {
     places.push_back(std::move(p));
   }
   return places;
+}
+
+std::vector<ExportMember> export_members(const std::string& trace) { return {{trace, {}}}; }
+
+std::vector<ExportMember> export_members(const Run& run) {
+  const std::vector<ProcessPlacement> places = place_run(run);
+  std::vector<ExportMember> members;
+  for (size_t i = 0; i < run.members.size(); ++i) members.push_back({run.members[i].path, places[i]});
+  return members;
 }
 
 void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn) {

@@ -29,6 +29,8 @@
 #include "analysis/scope_tracker.h"
 #include "common/bytes.h"
 #include "common/progress.h"
+#include "exchange/exporter.h"
+#include "traces/deferred.h"
 #include "traces/device_address.h"
 #include "traces/reader.h"
 #include "traces/run.h"
@@ -159,6 +161,9 @@ class ExportReplay {
     virtual ~Listener() = default;
     virtual void on_alloc(const Allocation& a, const Event& e) = 0;
     virtual void on_end(const Allocation& a, const Event& at, EndKind how) = 0;
+    // An allocation or free of the level not analysed (the writers that
+    // draw both levels' totals follow it on a replay of their own).
+    virtual void on_other_level(const Event&) {}
   };
 
   ExportReplay(const ExportModel& model, Listener* listener);
@@ -252,5 +257,61 @@ std::vector<ProcessPlacement> place_run(const Run& run);
 // Warns that a truncated or corrupt trace was exported up to its damage (the
 // same events `report` reads; a killed process leaves such a file).
 void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn);
+
+// One trace of an export and where it goes in the file.
+struct ExportMember {
+  std::string trace;
+  ProcessPlacement place;
+};
+// The one trace of a single trace's export (its own pid and clock).
+std::vector<ExportMember> export_members(const std::string& trace);
+// Every member of a run, in the run's order, placed on the run's clock.
+std::vector<ExportMember> export_members(const Run& run);
+
+// An exporter whose file holds one trace or every member of a run (a process
+// each): both come to write_members().
+class MembersExporter : public Exporter {
+ public:
+  MembersExporter(std::string_view name, std::string_view description) : name_(name), description_(description) {}
+  std::string_view name() const final { return name_; }
+  std::string_view description() const final { return description_; }
+  void write(const ExportOptions& options) const final {
+    write_members(export_members(options.trace), nullptr, options);
+  }
+  bool writes_runs() const final { return true; }
+  void write_run(const Run& run, const ExportOptions& options) const final {
+    write_members(export_members(run), &run, options);
+  }
+
+ protected:
+  // run: null for a single trace's export.
+  virtual void write_members(const std::vector<ExportMember>& members, const Run* run,
+                             const ExportOptions& options) const = 0;
+
+ private:
+  std::string_view name_, description_;  // string literals
+};
+
+// What every exporter does with each trace it writes: builds the model
+// (warning when the trace is damaged), then reads the trace once more, with
+// the model's placement, through the writer make(model, place) returns (a
+// pointer-like owner of a TraceVisitor), and hands that writer to after()
+// once the read is done.
+template <typename Make, typename After>
+void replay_members(const std::vector<ExportMember>& members, const ExportModelOptions& model_options,
+                    const std::function<void(const std::string&)>& warn, Make&& make, After&& after) {
+  for (const ExportMember& m : members) {
+    const ExportModel model = build_export_model(m.trace, model_options);
+    warn_if_incomplete(model, warn);
+    auto writer = make(model, m.place);
+    read_placed(m.trace, model.analysis.placement.get(), *writer);
+    after(*writer);
+  }
+}
+template <typename Make>
+void replay_members(const std::vector<ExportMember>& members, const ExportModelOptions& model_options,
+                    const std::function<void(const std::string&)>& warn, Make&& make) {
+  replay_members(members, model_options, warn, std::forward<Make>(make), [](auto&) {});
+}
 
 }  // namespace psc

@@ -32,8 +32,12 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::flush() {
-  const char* p = buffer_.data();
-  size_t n = used_;
+  write_through(buffer_.data(), used_);
+  flushed_ += used_;
+  used_ = 0;
+}
+
+void OutputFile::write_through(const char* p, size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
@@ -41,12 +45,15 @@ void OutputFile::flush() {
     p += w;
     n -= static_cast<size_t>(w);
   }
-  flushed_ += used_;
-  used_ = 0;
 }
 
 void OutputFile::write_slow(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
+  if (buffer_.empty()) {
+    write_through(p, n);
+    flushed_ += n;
+    return;
+  }
   while (n > 0) {
     if (used_ == buffer_.size()) flush();
     const size_t take = std::min(n, buffer_.size() - used_);

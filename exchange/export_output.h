@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,8 @@ bool replaceable_by_rename(const std::string& path);
 class OutputFile {
  public:
   // Throws std::runtime_error naming the path when it cannot be created.
+  // buffer_bytes 0: what goes through write() is not buffered (for an output
+  // a library writes at temp_path(), where this object only commits).
   explicit OutputFile(std::string path, size_t buffer_bytes = 1u << 20);
   ~OutputFile();  // removes the temporary file unless commit() ran
   OutputFile(const OutputFile&) = delete;
@@ -49,6 +52,7 @@ class OutputFile {
 
  private:
   void flush();
+  void write_through(const char* p, size_t n);
   void write_slow(const void* data, size_t n);
 
   std::string path_;
@@ -59,6 +63,23 @@ class OutputFile {
   uint64_t flushed_ = 0;
   bool committed_ = false;
   bool in_place_ = false;  // writing the output itself, not a temporary beside it
+};
+
+// An OutputFile created on first use: an export builds its first trace's
+// model before it creates the output, so an input that is not a trace leaves
+// the output untouched (even one written in place, such as a link).
+class LazyOutput {
+ public:
+  explicit LazyOutput(std::string path) : path_(std::move(path)) {}
+  OutputFile& get() {
+    if (!file_) file_.emplace(path_);
+    return *file_;
+  }
+  void commit() { get().commit(); }
+
+ private:
+  std::string path_;
+  std::optional<OutputFile> file_;
 };
 
 }  // namespace psc

@@ -1,7 +1,8 @@
-// Exporters and importers behind one interface (DESIGN.md "traces/"): the CLI
+// Exporters and importers behind one interface (docs/design.md, "Data flow"): the CLI
 // (`peakscope export`, `peakscope import`) looks a format up by name and never
 // knows more than this header. Every exporter reads the trace through the one
-// reader (traces/reader.h); every importer writes through TraceWriter.
+// reader (traces/reader.h); every importer is a parser that hands its events
+// to one ImportSink (exchange/import_sink.h), which writes the trace.
 //
 // Errors: an input that is not what the format says (a damaged pickle, a
 // database without the tables, a trace that is not a trace) throws InputError

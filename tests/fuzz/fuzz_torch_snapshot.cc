@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "exchange/export_formats.h"
-#include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot/pickle_reader.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

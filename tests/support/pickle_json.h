@@ -1,4 +1,4 @@
-// A pickle (exchange/import_pickle.h's Document) as JSON, for tests that compare
+// A pickle (exchange/torch_snapshot/pickle_reader.h's Document) as JSON, for tests that compare
 // snapshots: references followed, depth-bounded (the memo can make cycles),
 // bytes and non-string keys as placeholders.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot/pickle_reader.h"
 #include "tests/support/export_fixture.h"
 
 namespace psc::test {

@@ -582,7 +582,7 @@ TEST(PerfettoExportSize, ALongTraceIsManyBundlesOfWholePackets) {
 // ---- protoc, when installed ------------------------------------------------------
 
 // The messages and fields the exporter writes, with Perfetto's names and
-// numbers (protos/perfetto/trace/..., see exchange/perfetto_schema.h), so that
+// numbers (protos/perfetto/trace/..., see exchange/perfetto/perfetto_schema.h), so that
 // `protoc --decode` prints any other field as a bare number.
 constexpr const char* kPerfettoSubset = R"(syntax = "proto2";
 package perfetto.protos;

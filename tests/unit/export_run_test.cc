@@ -21,7 +21,7 @@
 #include "analysis/analysis.h"
 #include "exchange/export_model.h"
 #include "exchange/exporter.h"
-#include "exchange/perfetto_schema.h"
+#include "exchange/perfetto/perfetto_schema.h"
 #include "exchange/run_window.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/protobuf_decode.h"

@@ -19,8 +19,8 @@
 #include "analysis/memory_replay.h"
 #include "analysis/report_json.h"
 #include "common/progress.h"
-#include "exchange/export_nsys_schema.h"
 #include "exchange/exporter.h"
+#include "exchange/nsys/nsys_schema.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/progress_lines.h"
 
@@ -208,7 +208,7 @@ class NsightShaped : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = dir_.file("nsight.sqlite");
-    sql(db_, nsys::kSchema);
+    sql(db_, nsys::schema());
     const int64_t p1 = nsys::global_pid(100), p2 = nsys::global_pid(200);
     sql(db_, fmt::format(
                  "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '');"
@@ -284,7 +284,7 @@ TEST(NsysSqliteBadInput, NamesTheFileAndNeverWritesAHalfTrace) {
   EXPECT_THROW(find_importer("nsys-sqlite")->read(o), InputError);
   o.input = dir.file("negative.sqlite");
   sql(o.input,
-      std::string(nsys::kSchema) +
+      nsys::schema() +
           "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, address, pc, bytes, "
           "memKind, memoryOperationType) VALUES (-5, 16777216, 0, 1, 1, 0, 1, 2, 0);");
   try {

@@ -20,9 +20,9 @@
 
 #include "analysis/analysis.h"
 #include "common/progress.h"
-#include "exchange/export_pickle.h"
 #include "exchange/exporter.h"
-#include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot/pickle_reader.h"
+#include "exchange/torch_snapshot/pickle_writer.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/pickle_json.h"
 #include "tests/support/progress_lines.h"

@@ -27,7 +27,7 @@
 
 #include "analysis/analysis.h"
 #include "exchange/exporter.h"
-#include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot/pickle_reader.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/pickle_json.h"
 #include "traces/reader.h"

@@ -155,6 +155,17 @@ class HtmlWriter {
     out_.write("</table>\n");
   }
 
+  // The timeline's plot area and its scales.
+  struct Chart {
+    static constexpr double width = 1100, height = 320, left = 70, right = 10, top = 20, bottom = 30;
+    static constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
+    uint64_t t0 = 0, t1 = 1, ytop = 1;
+    double x(uint64_t t) const {
+      return left + plot_w * static_cast<double>(std::clamp(t, t0, t1) - t0) / static_cast<double>(t1 - t0);
+    }
+    double y(uint64_t b) const { return top + plot_h * (1.0 - static_cast<double>(b) / static_cast<double>(ytop)); }
+  };
+
   void timeline() {
     out_.write("<h2>Live bytes over time, by category</h2>\n");
     const std::vector<CategorySample>& samples = model_.samples;
@@ -162,72 +173,20 @@ class HtmlWriter {
       out_.write("<p>No events.</p>\n");
       return;
     }
-    const double width = 1100, height = 320, left = 70, right = 10, top = 20, bottom = 30;
-    const double plot_w = width - left - right, plot_h = height - top - bottom;
-    const uint64_t t0 = a_.trace.first_time_ns, t1 = std::max(a_.trace.last_time_ns, t0 + 1);
+    Chart chart;
+    chart.t0 = a_.trace.first_time_ns;
+    chart.t1 = std::max(a_.trace.last_time_ns, chart.t0 + 1);
     uint64_t ymax = a_.peak.bytes;
     for (const CategorySample& s : samples) ymax = std::max(ymax, s.total());
     for (const TimelinePoint& p : a_.timeline) ymax = std::max(ymax, p.max_bytes);
-    const uint64_t ytop = axis_top(ymax);
-    auto x = [&](uint64_t t) {
-      return left + plot_w * static_cast<double>(std::clamp(t, t0, t1) - t0) / static_cast<double>(t1 - t0);
-    };
-    auto y = [&](uint64_t b) { return top + plot_h * (1.0 - static_cast<double>(b) / static_cast<double>(ytop)); };
-
+    chart.ytop = axis_top(ymax);
     out_.write(
         fmt::format("<svg id=\"timeline\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
                     "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
-                    width, height, width, height));
-    // Stacked areas, bottom category first: each is the band between the
-    // running total below it and the total including it.
-    std::vector<uint64_t> below(samples.size(), 0);
-    for (int c = 0; c < kCategoryCount; ++c) {
-      bool any = false;
-      for (const CategorySample& s : samples) any |= s.bytes[static_cast<size_t>(c)] != 0;
-      if (!any) continue;
-      std::string d;
-      for (size_t i = 0; i < samples.size(); ++i)
-        d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", x(samples[i].time_ns),
-                         y(below[i] + samples[i].bytes[static_cast<size_t>(c)]));
-      for (size_t i = samples.size(); i-- > 0;) d += fmt::format(" L{:.1f},{:.1f}", x(samples[i].time_ns), y(below[i]));
-      out_.write(fmt::format("<path d=\"{} Z\" fill=\"{}\" stroke=\"none\"><title>{}</title></path>\n", d, kColors[c],
-                             category_name(static_cast<Category>(c))));
-      for (size_t i = 0; i < samples.size(); ++i) below[i] += samples[i].bytes[static_cast<size_t>(c)];
-    }
-    if (!a_.timeline.empty()) {
-      std::string d;
-      for (size_t i = 0; i < a_.timeline.size(); ++i)
-        d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", x(a_.timeline[i].time_ns), y(a_.timeline[i].max_bytes));
-      out_.write(
-          fmt::format("<path class=\"maxline\" d=\"{}\"><title>maximum within each of {} time buckets</title></path>\n",
-                      d, a_.timeline.size()));
-    }
-    // Axes and labels.
-    out_.write(fmt::format("<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", left, top + plot_h,
-                           left + plot_w, top + plot_h));
-    out_.write(
-        fmt::format("<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", left, top, left, top + plot_h));
-    for (int k = 0; k <= 4; ++k) {
-      const uint64_t b = ytop / 4 * static_cast<uint64_t>(k);
-      out_.write(fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 4, y(b) + 4,
-                             format_bytes(b)));
-    }
-    out_.write(
-        fmt::format("<text x=\"{}\" y=\"{}\">0 s</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">+{:.6f} s</text>\n",
-                    left, height - 8, left + plot_w, height - 8, static_cast<double>(t1 - t0) / 1e9));
-    // The peak, exactly: the sample taken at the peak's own event.
-    const CategorySample* at_peak = nullptr;
-    for (const CategorySample& s : samples)
-      if (a_.peak.site.reached && s.seq == a_.peak.site.seq) at_peak = &s;
-    if (at_peak) {
-      const double px = x(at_peak->time_ns), py = y(at_peak->total());
-      out_.write(fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#000\"/>\n", px, py));
-      out_.write(
-          fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">peak <tspan data-psc=\"chart_peak_bytes\" "
-                      "data-bytes=\"{}\">{}</tspan></text>\n",
-                      px + (px > left + plot_w * 0.8 ? -6 : 6), std::max(py - 6, top + 10),
-                      px > left + plot_w * 0.8 ? "end" : "start", at_peak->total(), format_bytes(at_peak->total())));
-    }
+                    Chart::width, Chart::height, Chart::width, Chart::height));
+    stacked_areas(chart, samples);
+    timeline_axes(chart);
+    timeline_peak(chart, samples);
     out_.write("</svg>\n<p>");
     for (int c = 0; c < kCategoryCount; ++c)
       out_.write(fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>{} &nbsp; ", kColors[c],
@@ -236,6 +195,68 @@ class HtmlWriter {
         fmt::format("<br><span class=\"meta\">Stacked live bytes at {} instants (evenly spaced, plus exactly at "
                     "each peak); the black line is the maximum within each time bucket.</span></p>\n",
                     samples.size()));
+  }
+
+  // Stacked areas, bottom category first: each is the band between the
+  // running total below it and the total including it; then the line of
+  // each time bucket's maximum.
+  void stacked_areas(const Chart& chart, const std::vector<CategorySample>& samples) {
+    std::vector<uint64_t> below(samples.size(), 0);
+    for (int c = 0; c < kCategoryCount; ++c) {
+      bool any = false;
+      for (const CategorySample& s : samples) any |= s.bytes[static_cast<size_t>(c)] != 0;
+      if (!any) continue;
+      std::string d;
+      for (size_t i = 0; i < samples.size(); ++i)
+        d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", chart.x(samples[i].time_ns),
+                         chart.y(below[i] + samples[i].bytes[static_cast<size_t>(c)]));
+      for (size_t i = samples.size(); i-- > 0;)
+        d += fmt::format(" L{:.1f},{:.1f}", chart.x(samples[i].time_ns), chart.y(below[i]));
+      out_.write(fmt::format("<path d=\"{} Z\" fill=\"{}\" stroke=\"none\"><title>{}</title></path>\n", d, kColors[c],
+                             category_name(static_cast<Category>(c))));
+      for (size_t i = 0; i < samples.size(); ++i) below[i] += samples[i].bytes[static_cast<size_t>(c)];
+    }
+    if (!a_.timeline.empty()) {
+      std::string d;
+      for (size_t i = 0; i < a_.timeline.size(); ++i)
+        d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", chart.x(a_.timeline[i].time_ns),
+                         chart.y(a_.timeline[i].max_bytes));
+      out_.write(
+          fmt::format("<path class=\"maxline\" d=\"{}\"><title>maximum within each of {} time buckets</title></path>\n",
+                      d, a_.timeline.size()));
+    }
+  }
+
+  void timeline_axes(const Chart& chart) {
+    constexpr double left = Chart::left, top = Chart::top, plot_w = Chart::plot_w, plot_h = Chart::plot_h;
+    out_.write(fmt::format("<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", left, top + plot_h,
+                           left + plot_w, top + plot_h));
+    out_.write(
+        fmt::format("<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", left, top, left, top + plot_h));
+    for (int k = 0; k <= 4; ++k) {
+      const uint64_t b = chart.ytop / 4 * static_cast<uint64_t>(k);
+      out_.write(fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 4, chart.y(b) + 4,
+                             format_bytes(b)));
+    }
+    out_.write(fmt::format(
+        "<text x=\"{}\" y=\"{}\">0 s</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">+{:.6f} s</text>\n", left,
+        Chart::height - 8, left + plot_w, Chart::height - 8, static_cast<double>(chart.t1 - chart.t0) / 1e9));
+  }
+
+  // The peak, exactly: the sample taken at the peak's own event.
+  void timeline_peak(const Chart& chart, const std::vector<CategorySample>& samples) {
+    const CategorySample* at_peak = nullptr;
+    for (const CategorySample& s : samples)
+      if (a_.peak.site.reached && s.seq == a_.peak.site.seq) at_peak = &s;
+    if (!at_peak) return;
+    const double px = chart.x(at_peak->time_ns), py = chart.y(at_peak->total());
+    const bool near_right = px > Chart::left + Chart::plot_w * 0.8;
+    out_.write(fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#000\"/>\n", px, py));
+    out_.write(
+        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">peak <tspan data-psc=\"chart_peak_bytes\" "
+                    "data-bytes=\"{}\">{}</tspan></text>\n",
+                    px + (near_right ? -6 : 6), std::max(py - 6, Chart::top + 10), near_right ? "end" : "start",
+                    at_peak->total(), format_bytes(at_peak->total())));
   }
 
   void waves() {

@@ -12,6 +12,8 @@
 // and suggests --format perfetto.
 #include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -122,10 +124,6 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
         record(fmt::format(R"J({{"ph":"C","name":{},"pid":{},"ts":{},"args":{{"value":{}}}}})J", name(e.name), pid_,
                            micros(t(e.time_ns)), e.bytes));
         break;
-      case EventKind::kAlloc:
-      case EventKind::kFree:
-        if (memory_level_of(e) != model_.level) other_level(e);
-        break;
       default: break;
     }
     replay_.on_event(e, meta);
@@ -221,7 +219,7 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
                        memory_level_name(model_.level), device_label(device), pid_, micros(t(time_ns)), args));
   }
 
-  void other_level(const Event& e) {
+  void on_other_level(const Event& e) override {
     const uint64_t before = other_replay_.live_bytes();
     if (other_replay_.apply(e, EventSite{0, {}, -1}) == MemoryReplay::Effect::kNone) return;
     const size_t slot = static_cast<size_t>(e.device + 1);
@@ -274,43 +272,41 @@ class ChromeWriter : public BoundedVisitor, private ExportReplay::Listener {
   std::vector<uint64_t> other_live_;
 };
 
-class ChromeExporter : public Exporter {
+// A run: a process per member, in the run's order; ts counts from the run's
+// origin (the earliest member's start) on CLOCK_REALTIME.
+class ChromeExporter : public MembersExporter {
  public:
-  std::string_view name() const override { return "chrome"; }
-  std::string_view description() const override {
-    return "JSON trace events (chrome://tracing, Perfetto's JSON import); for small traces, warns above 100 MB";
-  }
-  void write(const ExportOptions& options) const override {
-    const ExportModel model = build_export_model(options.trace);
-    warn_if_incomplete(model, options.warn);
-    OutputFile out(options.output);
-    ChromeFile file{out};
-    ChromeWriter writer(model, file, options);
-    read_placed(options.trace, model.analysis.placement.get(), writer);
+  ChromeExporter()
+      : MembersExporter(
+            "chrome",
+            "JSON trace events (chrome://tracing, Perfetto's JSON import); for small traces, warns above 100 MB") {}
+
+ private:
+  void write_members(const std::vector<ExportMember>& members, const Run* run,
+                     const ExportOptions& options) const override {
+    LazyOutput out(options.output);
+    std::optional<ChromeFile> file;
+    replay_members(members, {}, options.warn, [&](const ExportModel& model, const ProcessPlacement& place) {
+      if (!file) {
+        file.emplace(out.get());
+        // A single trace's writer opens the file with its own "otherData".
+        if (run) ChromeWriter::open(*file, run_data(*run, members));
+      }
+      return std::make_unique<ChromeWriter>(model, *file, options, place);
+    });
+    if (run && file) ChromeWriter::close(*file);
     out.commit();
   }
-  bool writes_runs() const override { return true; }
-  // A process per member, in the run's order; ts counts from the run's
-  // origin (the earliest member's start) on CLOCK_REALTIME.
-  void write_run(const Run& run, const ExportOptions& options) const override {
-    const std::vector<ProcessPlacement> places = place_run(run);
-    OutputFile out(options.output);
-    ChromeFile file{out};
-    std::string members;
-    for (size_t i = 0; i < run.members.size(); ++i)
-      members += fmt::format("{}{{\"trace\":{},\"process\":{},\"pid\":{}}}", i ? "," : "",
-                             json_quote(std::filesystem::path(run.members[i].path).filename().string()),
-                             json_quote(places[i].name), places[i].pid);
-    ChromeWriter::open(file, fmt::format("\"run\":{},\"origin_realtime_ns\":{},\"members\":[{}]", json_quote(run.id),
-                                         places.empty() ? 0 : places[0].origin_realtime_ns, members));
-    for (size_t i = 0; i < run.members.size(); ++i) {
-      const ExportModel model = build_export_model(run.members[i].path);
-      warn_if_incomplete(model, options.warn);
-      ChromeWriter writer(model, file, options, places[i]);
-      read_placed(run.members[i].path, model.analysis.placement.get(), writer);
-    }
-    ChromeWriter::close(file);
-    out.commit();
+
+  // The run's "otherData": its id, origin and members.
+  static std::string run_data(const Run& run, const std::vector<ExportMember>& members) {
+    std::string listed;
+    for (size_t i = 0; i < members.size(); ++i)
+      listed += fmt::format("{}{{\"trace\":{},\"process\":{},\"pid\":{}}}", i ? "," : "",
+                            json_quote(std::filesystem::path(members[i].trace).filename().string()),
+                            json_quote(members[i].place.name), members[i].place.pid);
+    return fmt::format("\"run\":{},\"origin_realtime_ns\":{},\"members\":[{}]", json_quote(run.id),
+                       members.empty() ? 0 : members[0].place.origin_realtime_ns, listed);
   }
 };
 

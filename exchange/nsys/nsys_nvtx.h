@@ -12,7 +12,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "exchange/export_sqlite.h"
+#include "exchange/nsys/sqlite_db.h"
 
 namespace psc::nsys {
 

@@ -1,10 +1,10 @@
-#include "exchange/nsys_nvtx.h"
+#include "exchange/nsys/nsys_nvtx.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "exchange/export_nsys_schema.h"
+#include "exchange/nsys/nsys_schema.h"
 
 namespace psc::nsys {
 namespace {

@@ -34,6 +34,7 @@
 // (use nsys-sqlite or perfetto); the peaks are marks.
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,11 +43,11 @@
 
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
-#include "exchange/export_nsys_schema.h"
 #include "exchange/export_output.h"
-#include "exchange/export_sqlite.h"
 #include "exchange/export_text.h"
-#include "exchange/nsys_nvtx.h"
+#include "exchange/nsys/nsys_nvtx.h"
+#include "exchange/nsys/nsys_schema.h"
+#include "exchange/nsys/sqlite_db.h"
 
 namespace psc {
 namespace {
@@ -99,7 +100,7 @@ struct Alignment {
 };
 
 // The report's NVTX events of `pid`, keyed as the trace's (named as the
-// recorder names the same calls, exchange/nsys_nvtx.h), each key's in time order.
+// recorder names the same calls, exchange/nsys/nsys_nvtx.h), each key's in time order.
 std::unordered_map<std::string, std::vector<int64_t>> report_anchors(const std::string& path, uint32_t pid) {
   sqlite::Db db(path, true);
   if (!db.has_table("NVTX_EVENTS"))
@@ -312,8 +313,23 @@ class NvtxtExporter : public Exporter {
       throw InputError(options.trace, "--nvtxt-time-base must be ClockMonotonicRaw or Manual, not '" + base + "'");
     ExportModelOptions model_options;
     model_options.categories = false;
-    const ExportModel model = build_export_model(options.trace, model_options);
-    warn_if_incomplete(model, options.warn);
+    LazyOutput out(options.output);
+    replay_members(export_members(options.trace), model_options, options.warn,
+                   [&](const ExportModel& model, const ProcessPlacement&) {
+                     const int64_t shift_ns = time_shift(model, options, base);
+                     return std::make_unique<NvtxtWriter>(
+                         model, out.get(), base, shift_ns,
+                         options.nvtxt_align.empty()
+                             ? std::string()
+                             : std::string(std::filesystem::path(options.nvtxt_align).filename()));
+                   });
+    out.commit();
+  }
+
+ private:
+  // What the trace's CLOCK_MONOTONIC times are shifted by: onto the report
+  // aligned to, onto CLOCK_MONOTONIC_RAW, or not at all.
+  static int64_t time_shift(const ExportModel& model, const ExportOptions& options, const std::string& base) {
     const format::FileHeader& h = model.analysis.trace.header;
     int64_t shift_ns = 0;
     if (!options.nvtxt_align.empty()) {
@@ -332,13 +348,7 @@ class NvtxtExporter : public Exporter {
                                "clocks' difference (see docs/viewers.md)",
                                options.trace));
     }
-    OutputFile out(options.output);
-    NvtxtWriter writer(model, out, base, shift_ns,
-                       options.nvtxt_align.empty()
-                           ? std::string()
-                           : std::string(std::filesystem::path(options.nvtxt_align).filename()));
-    read_placed(options.trace, model.analysis.placement.get(), writer);
-    out.commit();
+    return shift_ns;
   }
 };
 

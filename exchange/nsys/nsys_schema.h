@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "format/event.h"
@@ -93,6 +94,6 @@ bool is_driver_api(Api api);
 // CREATE TABLE statements for the tables the exporter writes, with Nsight's
 // columns in Nsight's order (plus peakscope's own two tables, named
 // PEAKSCOPE_*, which Nsight scripts never look at).
-extern const char* const kSchema;
+const std::string& schema();
 
 }  // namespace psc::nsys

@@ -28,7 +28,7 @@
 //     snapshot without a device trace.
 //   - A trace imported from a snapshot carries its free_requested, oom and
 //     other entries as "torch.<action>" marks, written back as they were, and
-//     the rest in the marks of exchange/torch_snapshot_shared.h: its entries'
+//     the rest in the marks of exchange/torch_snapshot/snapshot_shared.h: its entries'
 //     other fields, its segments and allocator_settings, written back too.
 //   - external_annotations: push/pop and start/end ranges as START / END.
 //   - segments: what is reserved at the end (recorded segments, each stretch
@@ -37,15 +37,9 @@
 //     gaps between them), as memory_viz expects.
 // frames are empty lists: a trace has no stacks. Streamed: each device's
 // entries go to a temporary file and are copied into place at the end.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <map>
-#include <stdexcept>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,76 +50,14 @@
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
 #include "exchange/export_output.h"
-#include "exchange/export_pickle.h"
-#include "exchange/torch_snapshot_shared.h"
+#include "exchange/torch_snapshot/pickle_writer.h"
+#include "exchange/torch_snapshot/snapshot_pickle.h"
+#include "exchange/torch_snapshot/snapshot_shared.h"
 
 namespace psc {
 namespace {
 
 constexpr std::string_view kImportedCommand = "peakscope import --from torch-snapshot";
-
-// A list's pickle, written to an unlinked temporary file as it grows.
-class ListFile {
- public:
-  explicit ListFile(uint64_t* memo) : writer_(memo) {
-    std::string name = std::filesystem::temp_directory_path().string() + "/peakscope-pickle-XXXXXX";
-    fd_ = ::mkstemp(name.data());
-    if (fd_ < 0) throw std::runtime_error(std::string("cannot create a temporary file: ") + std::strerror(errno));
-    ::unlink(name.c_str());
-    writer_.empty_list();
-  }
-  ~ListFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ListFile(const ListFile&) = delete;
-  ListFile& operator=(const ListFile&) = delete;
-
-  // The writer for the next item; call done() after writing it.
-  pickle::Writer& item() {
-    if (in_batch_ == 0) writer_.mark();
-    return writer_;
-  }
-  void done() {
-    if (++in_batch_ == pickle::kBatch) close_batch();
-    if (writer_.out().size() > (1u << 20)) flush();
-  }
-  // Appends the whole list to `out`.
-  void copy_to(OutputFile& out) {
-    close_batch();
-    flush();
-    std::vector<char> buf(1u << 20);
-    for (off_t at = 0;;) {
-      const ssize_t r = ::pread(fd_, buf.data(), buf.size(), at);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw std::runtime_error(std::string("temporary pickle: read failed: ") + std::strerror(errno));
-      if (r == 0) break;
-      out.write(buf.data(), static_cast<size_t>(r));
-      at += r;
-    }
-  }
-
- private:
-  void close_batch() {
-    if (in_batch_ == 0) return;
-    writer_.appends();
-    in_batch_ = 0;
-  }
-  void flush() {
-    const std::string& s = writer_.out();
-    size_t done = 0;
-    while (done < s.size()) {
-      const ssize_t w = ::write(fd_, s.data() + done, s.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw std::runtime_error(std::string("temporary pickle: write failed: ") + std::strerror(errno));
-      done += static_cast<size_t>(w);
-    }
-    writer_.clear();
-  }
-
-  int fd_ = -1;
-  pickle::Writer writer_;
-  size_t in_batch_ = 0;
-};
 
 class SnapshotWriter : public BoundedVisitor {
  public:
@@ -193,7 +125,7 @@ class SnapshotWriter : public BoundedVisitor {
     w.mark();
     w.string("segments");
     if (from_snapshot_ && !segment_marks_.empty())
-      recorded_segments(w);
+      write_recorded_segments(w, segment_marks_);
     else
       segments(w);
     w.string("device_traces");
@@ -332,55 +264,6 @@ class SnapshotWriter : public BoundedVisitor {
     if (fields != fields_.end()) write_extra(w, fields->second);
     w.setitems();
     device_list(device)->done();
-  }
-
-  // A JSON value as the pickle Python would write for it.
-  void json_value(pickle::Writer& w, const nlohmann::ordered_json& v, int depth = 0) {
-    if (depth > 32 || v.is_null()) {
-      w.none();
-    } else if (v.is_boolean()) {
-      w.boolean(v.get<bool>());
-    } else if (v.is_number_unsigned()) {
-      w.integer(v.get<uint64_t>());
-    } else if (v.is_number_integer()) {
-      w.integer(v.get<int64_t>());
-    } else if (v.is_number_float()) {
-      w.real(v.get<double>());
-    } else if (v.is_string()) {
-      w.string(v.get<std::string>());
-    } else if (v.is_array()) {
-      w.empty_list();
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (i % pickle::kBatch == 0) w.mark();
-        json_value(w, v[i], depth + 1);
-        if (i % pickle::kBatch == pickle::kBatch - 1 || i + 1 == v.size()) w.appends();
-      }
-    } else {
-      w.empty_dict();
-      if (v.empty()) return;
-      w.mark();
-      for (const auto& [k, item] : v.items()) {
-        w.interned(k);
-        if (k == "segment_pool_id" && item.is_array() && item.size() == 2) {
-          json_value(w, item[0], depth + 1);  // PyTorch writes a tuple
-          json_value(w, item[1], depth + 1);
-          w.tuple2();
-        } else {
-          json_value(w, item, depth + 1);
-        }
-      }
-      w.setitems();
-    }
-  }
-
-  void write_extra(pickle::Writer& w, const nlohmann::ordered_json& j) {
-    for (const auto& [k, v] : j.items()) {
-      if (k == "action" || k == "addr" || k == "size" || k == "stream" || k == "device_free" || k == "time_us" ||
-          k == "frames")
-        continue;  // written already
-      w.interned(k);
-      json_value(w, v);
-    }
   }
 
   // A mark's JSON payload with its keys in their order (a snapshot's own);
@@ -609,26 +492,6 @@ class SnapshotWriter : public BoundedVisitor {
 
   // ---- segments at the end ----------------------------------------------------
 
-  // The segments a snapshot import kept, as they were.
-  void recorded_segments(pickle::Writer& w) {
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (nlohmann::ordered_json& s : segment_marks_) {
-      s["frames"] = nlohmann::ordered_json::array();
-      if (s.contains("blocks") && s["blocks"].is_array())
-        for (nlohmann::ordered_json& b : s["blocks"])
-          if (b.is_object()) b["frames"] = nlohmann::ordered_json::array();
-      list.push_back(std::move(s));
-    }
-    json_value(w, list);
-  }
-
-  struct EndSegment {
-    int16_t device;
-    uint64_t address, bytes, stream;
-    bool expandable;
-    bool made_up;  // holds the block at its address only
-  };
-
   // What is live at the end: recorded and made-up segments, and each stretch
   // of mapped pages as one expandable segment (PyTorch's snapshot() reports
   // one per contiguous mapped range).
@@ -658,83 +521,23 @@ class SnapshotWriter : public BoundedVisitor {
 
   // Each segment tiled by its blocks: allocated ones and the inactive gaps.
   void segments(pickle::Writer& w) {
-    w.empty_list();
-    size_t in_batch = 0;
-    for (const EndSegment& seg : end_segments()) {
-      if (in_batch == 0) w.mark();
-      const uint64_t seg_end = MappedRanges::end_of(seg.address, seg.bytes);
-      uint64_t active = 0;
-      std::vector<std::pair<uint64_t, uint64_t>> inside;  // address, size of allocated blocks
-      for (auto it = blocks_.lower_bound({seg.device, seg.address});
-           it != blocks_.end() && it->first.first == seg.device && it->first.second < seg_end; ++it) {
-        const uint64_t address = it->first.second;
-        if (seg.made_up && address != seg.address) continue;
-        if (!inside.empty() && address < inside.back().first + inside.back().second) continue;  // overlaps
-        const uint64_t end = std::min(MappedRanges::end_of(address, it->second.bytes), seg_end);
-        inside.emplace_back(address, end - address);
-        active += end - address;
-      }
-      w.empty_dict();
-      w.mark();
-      for (const auto& [k, v] : std::initializer_list<std::pair<const char*, uint64_t>>{
-               {"device", static_cast<uint64_t>(std::max<int16_t>(seg.device, 0))},
-               {"address", seg.address},
-               {"total_size", seg.bytes},
-               {"allocated_size", active},
-               {"active_size", active},
-               {"requested_size", active},
-               {"stream", seg.stream}}) {
-        w.interned(k);
-        w.integer(v);
-      }
-      w.interned("segment_type");
-      w.interned(seg.bytes >= (1u << 20) ? "large" : "small");
-      w.interned("segment_pool_id");
-      w.integer(int64_t{0});
-      w.integer(int64_t{0});
-      w.tuple2();
-      w.interned("is_expandable");
-      w.boolean(seg.expandable);
-      w.interned("frames");
-      w.empty_list();
-      w.interned("blocks");
-      w.empty_list();
-      w.mark();
-      size_t in_blocks = 0;
-      auto block = [&](uint64_t address, uint64_t size, bool allocated) {
-        w.empty_dict();
-        w.mark();
-        w.interned("address");
-        w.integer(address);
-        w.interned("size");
-        w.integer(size);
-        w.interned("requested_size");
-        w.integer(allocated ? size : 0);
-        w.interned("state");
-        w.interned(allocated ? "active_allocated" : "inactive");
-        w.interned("frames");
-        w.empty_list();
-        w.setitems();
-        if (++in_blocks % pickle::kBatch == 0) {
-          w.appends();
-          w.mark();
-        }
-      };
-      uint64_t at = seg.address;
-      for (const auto& [address, size] : inside) {
-        if (address > at) block(at, address - at, false);
-        block(address, size, true);
-        at = address + size;
-      }
-      if (at < seg_end) block(at, seg_end - at, false);
-      w.appends();
-      w.setitems();
-      if (++in_batch == pickle::kBatch) {
-        w.appends();
-        in_batch = 0;
-      }
+    write_segments(w, end_segments(), [&](const EndSegment& seg) { return allocated_in(seg); });
+  }
+
+  // The blocks allocated in a segment, in address order, cut to its end
+  // (overlapping ones left out): address, size.
+  std::vector<std::pair<uint64_t, uint64_t>> allocated_in(const EndSegment& seg) const {
+    const uint64_t seg_end = MappedRanges::end_of(seg.address, seg.bytes);
+    std::vector<std::pair<uint64_t, uint64_t>> inside;
+    for (auto it = blocks_.lower_bound({seg.device, seg.address});
+         it != blocks_.end() && it->first.first == seg.device && it->first.second < seg_end; ++it) {
+      const uint64_t address = it->first.second;
+      if (seg.made_up && address != seg.address) continue;
+      if (!inside.empty() && address < inside.back().first + inside.back().second) continue;  // overlaps
+      const uint64_t end = std::min(MappedRanges::end_of(address, it->second.bytes), seg_end);
+      inside.emplace_back(address, end - address);
     }
-    if (in_batch) w.appends();
+    return inside;
   }
 
   const ExportOptions& options_;
@@ -768,14 +571,19 @@ class TorchSnapshotExporter : public Exporter {
   void write(const ExportOptions& options) const override {
     ExportModelOptions model_options;
     model_options.categories = false;
-    const ExportModel model = build_export_model(options.trace, model_options);
-    warn_if_incomplete(model, options.warn);
-    SnapshotWriter writer(model, options);
-    read_placed(options.trace, model.analysis.placement.get(), writer);
-    writer.decide();
-    OutputFile out(options.output);
-    writer.write(out);
-    out.commit();
+    // A snapshot is written whole once the trace is read: the output is
+    // created only then.
+    replay_members(
+        export_members(options.trace), model_options, options.warn,
+        [&](const ExportModel& model, const ProcessPlacement&) {
+          return std::make_unique<SnapshotWriter>(model, options);
+        },
+        [&](SnapshotWriter& writer) {
+          writer.decide();
+          OutputFile out(options.output);
+          writer.write(out);
+          out.commit();
+        });
   }
 };
 

@@ -1,4 +1,4 @@
-#include "exchange/import_pickle.h"
+#include "exchange/torch_snapshot/pickle_reader.h"
 
 #include <cstring>
 #include <unordered_map>
@@ -42,95 +42,116 @@ class Parser {
       if (pos_ >= data_.size()) fail(pos_, "the pickle ends without STOP");
       op_ = pos_;
       const uint8_t op = byte();
-      switch (op) {
-        case 0x80: {  // PROTO
-          const uint8_t v = byte();
-          if (v < 2 || v > 5) fail(op_, fmt::format("pickle protocol {} (snapshots use 2 to 5)", v));
-          break;
-        }
-        case 0x95: skip(fixed(8)); break;  // FRAME: a length hint, nothing to do
-        case '.': return stop();
-        case '(': marks_.push_back(stack_.size()); break;
-        case '}': push(make(Type::kDict)); break;
-        case ']': push(make(Type::kList)); break;
-        case ')': push(make(Type::kTuple)); break;
-        case 'd': collect(Type::kDict); break;
-        case 'l': collect(Type::kList); break;
-        case 't': collect(Type::kTuple); break;
-        case 0x85: tuple_of(1); break;
-        case 0x86: tuple_of(2); break;
-        case 0x87: tuple_of(3); break;
-        case 's': {
-          need(3);
-          const Ref value = pop(), key = pop();
-          add_items(top(), {key, value}, Type::kDict);
-          break;
-        }
-        case 'u': add_marked(Type::kDict); break;
-        case 'a': {
-          need(2);
-          const Ref value = pop();
-          add_items(top(), {value}, Type::kList);
-          break;
-        }
-        case 'e': add_marked(Type::kList); break;
-        case 'N': push(make(Type::kNone)); break;
-        case 0x88:
-        case 0x89: {
-          const Ref r = make(Type::kBool);
-          doc_.values_[r].boolean = op == 0x88;
-          push(r);
-          break;
-        }
-        case 'J': integer(static_cast<int32_t>(static_cast<uint32_t>(fixed(4)))); break;
-        case 'K': integer(byte()); break;
-        case 'M': integer(static_cast<int64_t>(fixed(2))); break;
-        case 0x8a: long_integer(byte()); break;
-        case 0x8b: long_integer(fixed(4)); break;
-        case 'G': {
-          uint64_t bits = 0;
-          for (int i = 0; i < 8; ++i) bits = (bits << 8) | byte();  // big-endian
-          const Ref r = make(Type::kFloat);
-          std::memcpy(&doc_.values_[r].real, &bits, sizeof bits);
-          push(r);
-          break;
-        }
-        case 0x8c: text(Type::kString, byte()); break;
-        case 'X': text(Type::kString, fixed(4)); break;
-        case 0x8d: text(Type::kString, fixed(8)); break;
-        case 'C': text(Type::kBytes, byte()); break;
-        case 'B': text(Type::kBytes, fixed(4)); break;
-        case 0x8e: text(Type::kBytes, fixed(8)); break;
-        case 0x94:  // MEMOIZE
-          need(1);
-          memo_[memo_.size()] = top();
-          break;
-        case 'q': put(byte()); break;
-        case 'r': put(fixed(4)); break;
-        case 'h': get(byte()); break;
-        case 'j': get(fixed(4)); break;
-        case 'c':
-        case 0x93:
-        case 'R':
-        case 'b':
-        case 'i':
-        case 'o':
-        case 0x81:
-        case 0x92:
-        case 'P':
-        case 'Q':
-        case 0x82:
-        case 0x83:
-        case 0x84:
-          fail(op_, fmt::format("opcode 0x{:02x} names or builds a Python object; a memory snapshot holds only data, "
-                                "so this file is refused",
-                                op));
-        default: fail(op_, fmt::format("opcode 0x{:02x} is not one memory snapshots use", op));
-      }
+      if (op == '.') return stop();
+      if (!structure(op) && !scalar(op)) refuse(op);
     }
   }
 
  private:
+  // The protocol, frames, containers and the memo: true when `op` is one of them.
+  bool structure(uint8_t op) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        const uint8_t v = byte();
+        if (v < 2 || v > 5) fail(op_, fmt::format("pickle protocol {} (snapshots use 2 to 5)", v));
+        break;
+      }
+      case 0x95: skip(fixed(8)); break;  // FRAME: a length hint, nothing to do
+      case '(': marks_.push_back(stack_.size()); break;
+      case '}': push(make(Type::kDict)); break;
+      case ']': push(make(Type::kList)); break;
+      case ')': push(make(Type::kTuple)); break;
+      case 'd': collect(Type::kDict); break;
+      case 'l': collect(Type::kList); break;
+      case 't': collect(Type::kTuple); break;
+      case 0x85: tuple_of(1); break;
+      case 0x86: tuple_of(2); break;
+      case 0x87: tuple_of(3); break;
+      case 's': {
+        need(3);
+        const Ref value = pop(), key = pop();
+        add_items(top(), {key, value}, Type::kDict);
+        break;
+      }
+      case 'u': add_marked(Type::kDict); break;
+      case 'a': {
+        need(2);
+        const Ref value = pop();
+        add_items(top(), {value}, Type::kList);
+        break;
+      }
+      case 'e': add_marked(Type::kList); break;
+      case 0x94:  // MEMOIZE
+        need(1);
+        memo_[memo_.size()] = top();
+        break;
+      case 'q': put(byte()); break;
+      case 'r': put(fixed(4)); break;
+      case 'h': get(byte()); break;
+      case 'j': get(fixed(4)); break;
+      default: return false;
+    }
+    return true;
+  }
+
+  // None, bools, numbers, strings and bytes: true when `op` is one of them.
+  bool scalar(uint8_t op) {
+    switch (op) {
+      case 'N': push(make(Type::kNone)); break;
+      case 0x88:
+      case 0x89: {
+        const Ref r = make(Type::kBool);
+        doc_.values_[r].boolean = op == 0x88;
+        push(r);
+        break;
+      }
+      case 'J': integer(static_cast<int32_t>(static_cast<uint32_t>(fixed(4)))); break;
+      case 'K': integer(byte()); break;
+      case 'M': integer(static_cast<int64_t>(fixed(2))); break;
+      case 0x8a: long_integer(byte()); break;
+      case 0x8b: long_integer(fixed(4)); break;
+      case 'G': {
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; ++i) bits = (bits << 8) | byte();  // big-endian
+        const Ref r = make(Type::kFloat);
+        std::memcpy(&doc_.values_[r].real, &bits, sizeof bits);
+        push(r);
+        break;
+      }
+      case 0x8c: text(Type::kString, byte()); break;
+      case 'X': text(Type::kString, fixed(4)); break;
+      case 0x8d: text(Type::kString, fixed(8)); break;
+      case 'C': text(Type::kBytes, byte()); break;
+      case 'B': text(Type::kBytes, fixed(4)); break;
+      case 0x8e: text(Type::kBytes, fixed(8)); break;
+      default: return false;
+    }
+    return true;
+  }
+
+  // Any other opcode: those that name or build a Python object say so.
+  [[noreturn]] void refuse(uint8_t op) const {
+    switch (op) {
+      case 'c':
+      case 0x93:
+      case 'R':
+      case 'b':
+      case 'i':
+      case 'o':
+      case 0x81:
+      case 0x92:
+      case 'P':
+      case 'Q':
+      case 0x82:
+      case 0x83:
+      case 0x84:
+        fail(op_, fmt::format("opcode 0x{:02x} names or builds a Python object; a memory snapshot holds only data, "
+                              "so this file is refused",
+                              op));
+      default: fail(op_, fmt::format("opcode 0x{:02x} is not one memory snapshots use", op));
+    }
+  }
+
   [[noreturn]] static void fail(uint64_t offset, const std::string& reason) { throw ParseError(offset, reason); }
 
   uint8_t byte() {

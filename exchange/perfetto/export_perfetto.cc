@@ -42,10 +42,9 @@
 // repetitive (the same tracks, iids and sizes, small deltas): 44 -> 17.6
 // bytes an event on the training-like trace, 27.8 -> 1.6 on alloc/free pairs,
 // for about 0.35 us an event of deflate time.
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -56,122 +55,27 @@
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
 #include "exchange/export_output.h"
-#include "exchange/export_protobuf.h"
-#include "exchange/perfetto_schema.h"
+#include "exchange/perfetto/perfetto_packets.h"
+#include "exchange/perfetto/perfetto_schema.h"
+#include "exchange/perfetto/protobuf.h"
 
 namespace psc {
 namespace {
 
 namespace pf = perfetto;
+using pf::Arg;
+using pf::CounterPair;
+using pf::Interning;
+using pf::LaneGroup;
+using pf::SameValueRun;
+using enum pf::Arg;
+using pf::PacketBundles;
 
 constexpr uint32_t kSequence = 1;
 constexpr uint32_t kDeltaClock = pf::clock::kFirstSequenceClock;
 // A device's counter tracks: one per category, then its total and the other level's.
 constexpr size_t kTotalSlot = kCategoryCount, kOtherLevelSlot = kCategoryCount + 1;
 constexpr size_t kMemorySlots = kCategoryCount + 2;
-
-// Argument names of our own (DebugAnnotationName).
-enum Arg : size_t { kArgBytes, kArgAddress, kArgRange, kArgPayload };
-constexpr const char* kArgNames[] = {"bytes", "address", "range", "payload"};
-
-// One InternedData table: iids from 1 in order of first use.
-class InternTable {
- public:
-  // `fresh` is set when this is the key's first use: the caller interns it.
-  uint64_t iid(size_t key, bool* fresh) {
-    if (key >= iids_.size()) iids_.resize(key + 1, 0);
-    *fresh = iids_[key] == 0;
-    if (*fresh) iids_[key] = next_++;
-    return iids_[key];
-  }
-
- private:
-  std::vector<uint64_t> iids_;  // by key; 0 until interned
-  uint64_t next_ = 1;
-};
-
-// Slice tracks under one parent, "lane 0", "lane 1", ..., described as first used.
-struct LaneGroup {
-  uint64_t uuid = 0;  // the parent; 0 until described
-  std::vector<uint64_t> lanes;
-};
-
-// Packets as Perfetto's tracing service writes them with compression on
-// (src/tracing/service/zlib_compressor.cc): a run of packets, each framed as
-// Trace.packet, deflated into one zlib stream, the compressed_packets of one
-// outer packet that holds nothing else. trace_processor inflates a bundle and
-// parses each packet in it as if it stood at the top level, on the same
-// sequence state (src/trace_processor/importers/proto/proto_trace_reader.cc,
-// ParseCompressedPackets), so interning, defaults and the delta clock run on
-// across bundles; a packet is never split between two.
-//
-// Memory: the packets of one bundle and their compressed bytes, about
-// 2 x kBundleBytes, plus zlib's state (256 KiB and a few at windowBits 15,
-// memLevel 8).
-class PacketBundles {
- public:
-  // 256 KiB of packets deflate to at most 256 KiB and some bytes
-  // (deflateBound), under the 512 KB trace_packet.proto asks of an outer
-  // packet. The size hardly matters: on a training-like trace 64 KiB bundles
-  // take 0.5% more bytes, 512 KiB ones 0.05% fewer.
-  static constexpr size_t kBundleBytes = 256 << 10;
-  // Z_BEST_SPEED. The service's level 6 takes 6% fewer bytes on a
-  // training-like trace at twice the export time; level 1 already makes it
-  // 60% smaller than the packets.
-  static constexpr int kLevel = 1;
-
-  explicit PacketBundles(OutputFile& out) : out_(out) {
-    if (deflateInit(&stream_, kLevel) != Z_OK) throw std::runtime_error("zlib: deflateInit failed");
-  }
-  ~PacketBundles() { deflateEnd(&stream_); }
-  PacketBundles(const PacketBundles&) = delete;
-  PacketBundles& operator=(const PacketBundles&) = delete;
-
-  void add(const proto::Buffer& packet) {
-    // A packet bigger than a bundle goes alone: a bundle holds whole packets.
-    constexpr size_t kFraming = 1 + 10;  // Trace.packet's key and the length's varint, at most
-    if (!pending_.empty() && pending_.size() + packet.size() + kFraming > kBundleBytes) flush();
-    pending_.message(pf::trace::kPacket, packet);
-  }
-
-  void flush() {
-    if (pending_.empty()) return;
-    const std::string& packets = pending_.data();
-    const size_t bound = deflateBound(&stream_, packets.size());
-    if (compressed_.size() < bound) compressed_.resize(bound);
-    stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packets.data()));
-    stream_.avail_in = static_cast<uInt>(packets.size());
-    stream_.next_out = reinterpret_cast<Bytef*>(compressed_.data());
-    stream_.avail_out = static_cast<uInt>(compressed_.size());
-    // One call with room for deflateBound bytes always ends the stream.
-    if (deflate(&stream_, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
-    const size_t size = compressed_.size() - stream_.avail_out;
-    deflateReset(&stream_);
-    pending_.clear();
-    write_outer(size);
-  }
-
- private:
-  // Trace.packet { compressed_packets: the first `size` bytes of compressed_ },
-  // its headers written before the bytes instead of copying them into a Buffer.
-  void write_outer(size_t size) {
-    field_.clear();
-    field_.key(pf::packet::kCompressedPackets, proto::kWireBytes);
-    field_.raw_varint(size);
-    outer_.clear();
-    outer_.key(pf::trace::kPacket, proto::kWireBytes);
-    outer_.raw_varint(field_.size() + size);
-    out_.write(outer_.data());
-    out_.write(field_.data());
-    out_.write(compressed_.data(), size);
-  }
-
-  OutputFile& out_;
-  z_stream stream_{};
-  proto::Buffer pending_;   // framed packets, up to kBundleBytes
-  std::string compressed_;  // deflateBound(kBundleBytes), grown for a bigger lone packet
-  proto::Buffer outer_, field_;
-};
 
 std::string device_label(int16_t device) { return device < 0 ? "host" : fmt::format("device {}", device); }
 
@@ -222,10 +126,6 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
       case EventKind::kRangeStart: range_start(e); break;
       case EventKind::kRangeEnd: range_end(e); break;
       case EventKind::kCounter: sampled_counter(e); break;
-      case EventKind::kAlloc:
-      case EventKind::kFree:
-        if (memory_level_of(e) != model_.level) other_level(e);
-        break;
       default: break;
     }
     replay_.on_event(e, meta);
@@ -305,7 +205,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     emit(packet_);
   }
 
-  // A TrackEvent packet: event_ holds the TrackEvent, interned_ what it names
+  // A TrackEvent packet: event_ holds the TrackEvent, interning_ what it names
   // for the first time.
   void emit_event(uint64_t trace_time_ns) {
     packet_.clear();
@@ -320,9 +220,9 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     packet_.varint(pf::packet::kTrustedSequenceId, sequence_);
     packet_.varint(pf::packet::kSequenceFlags, pf::packet::kNeedsIncrementalState);
     packet_.message(pf::packet::kTrackEvent, event_);
-    if (!interned_.empty()) {
-      packet_.message(pf::packet::kInternedData, interned_);
-      interned_.clear();
+    if (!interning_.pending().empty()) {
+      packet_.message(pf::packet::kInternedData, interning_.pending());
+      interning_.clear_pending();
     }
     emit(packet_);
     if (defaults_pending_) {
@@ -331,44 +231,16 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     }
   }
 
-  // ---- interning --------------------------------------------------------------
+  // ---- interning ----------------------------------------------------------------
 
-  // Event names: categories, then the trace's strings.
-  uint64_t category_iid(Category c) {
-    bool fresh = false;
-    const uint64_t iid = event_names_.iid(static_cast<size_t>(c), &fresh);
-    if (fresh) add_interned(pf::interned::kEventNames, iid, category_name(c));
-    return iid;
-  }
-  uint64_t name_iid(StringId id) {
-    bool fresh = false;
-    const uint64_t iid = event_names_.iid(kCategoryCount + size_t{id.value}, &fresh);
-    if (fresh) add_interned(pf::interned::kEventNames, iid, meta_->string(id));
-    return iid;
-  }
-  uint64_t arg_iid(Arg arg) {
-    bool fresh = false;
-    const uint64_t iid = arg_names_.iid(arg, &fresh);
-    if (fresh) add_interned(pf::interned::kAnnotationNames, iid, kArgNames[arg]);
-    return iid;
-  }
-  uint64_t string_value_iid(StringId id) {
-    bool fresh = false;
-    const uint64_t iid = string_values_.iid(id.value, &fresh);
-    if (fresh) add_interned(pf::interned::kAnnotationStringValues, iid, meta_->string(id));
-    return iid;
-  }
-  void add_interned(uint32_t table, uint64_t iid, std::string_view name) {
-    entry_.clear();
-    entry_.varint(pf::interned::kIid, iid);
-    entry_.string(pf::interned::kName, name);
-    interned_.message(table, entry_);
-  }
+  uint64_t category_iid(Category c) { return interning_.category(c); }
+  uint64_t name_iid(StringId id) { return interning_.name(id, *meta_); }
+  uint64_t string_value_iid(StringId id) { return interning_.string_value(id, *meta_); }
 
   // value_field: DebugAnnotation's uint_value, pointer_value or string_value_iid.
   void annotate(Arg arg, uint32_t value_field, uint64_t value) {
     scratch_.clear();
-    scratch_.varint(pf::annotation::kNameIid, arg_iid(arg));
+    scratch_.varint(pf::annotation::kNameIid, interning_.arg(arg));
     scratch_.varint(value_field, value);
     event_.message(pf::event::kDebugAnnotations, scratch_);
   }
@@ -550,7 +422,7 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
     }
     counter(uuid, e.bytes, e.time_ns);
   }
-  void other_level(const Event& e) {
+  void on_other_level(const Event& e) override {
     const uint64_t before = other_replay_.live_bytes();
     const EventSite site{0, {}, -1};
     const MemoryReplay::Effect effect = other_replay_.apply(e, site);
@@ -616,30 +488,14 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   //
   // An event leaves out its track, and the two counter tracks an allocation
   // moves, when the sequence's TrackEventDefaults name them. Naming them costs
-  // 2 to 6 bytes an event, a TracePacketDefaults about 20 once: so after a run
-  // of kDefaultsAfter events naming the same other value, that value becomes
-  // the default (from the next packet on; the event in hand names its own).
+  // 2 to 6 bytes an event, a TracePacketDefaults about 20 once: so after a
+  // run of SameValueRun::kDefaultsAfter events naming the same other value,
+  // that value becomes the default (from the next packet on; the event in
+  // hand names its own).
   // Runs are common: a short-lived allocation takes the lowest free lane,
   // which the next one takes again. New defaults replace the old ones whole;
   // interned data stays (trace_processor starts a new generation of the
   // sequence's state, same interning).
-  static constexpr uint32_t kDefaultsAfter = 4;
-  struct CounterPair {
-    uint64_t category_track = 0, total_track = 0;  // 0: no track
-    bool operator==(const CounterPair& o) const {
-      return category_track == o.category_track && total_track == o.total_track;
-    }
-  };
-  template <typename T>
-  struct Run {
-    T value{};
-    uint32_t length = 0;
-    bool extend(const T& v) {  // true when the run is long enough to become the default
-      length = v == value ? length + 1 : 1;
-      value = v;
-      return length >= kDefaultsAfter;
-    }
-  };
   template <typename T>
   void set_default(T& slot, const T& value) {
     slot = value;
@@ -671,12 +527,12 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   const TraceMeta* meta_ = nullptr;
   bool preamble_written_ = false;
   uint64_t clock_ns_ = 0;  // the delta clock's value: the last delta-encoded packet's time
-  proto::Buffer packet_, event_, interned_, scratch_, entry_;
-  InternTable event_names_, arg_names_, string_values_;
+  proto::Buffer packet_, event_, scratch_;
+  Interning interning_;
   uint64_t default_track_ = 0;  // TrackEventDefaults; 0 and {0, 0}: none
   CounterPair default_counters_;
-  Run<uint64_t> track_run_;
-  Run<CounterPair> counters_run_;
+  SameValueRun<uint64_t> track_run_;
+  SameValueRun<CounterPair> counters_run_;
   bool defaults_pending_ = false;
   uint64_t next_uuid_ = 1;
   uint64_t process_uuid_ = 0, peaks_uuid_ = 0;
@@ -696,32 +552,22 @@ class PerfettoWriter : public BoundedVisitor, private ExportReplay::Listener {
   size_t next_mark_ = 0;
 };
 
-class PerfettoExporter : public Exporter {
+// A sequence per member of a run, one after the other in the file:
+// trace_processor sorts every sequence's packets onto the one timeline.
+class PerfettoExporter : public MembersExporter {
  public:
-  std::string_view name() const override { return "perfetto"; }
-  std::string_view description() const override {
-    return "Perfetto protobuf trace (ui.perfetto.dev): ranges, live bytes by category, allocation lanes, peaks";
-  }
-  void write(const ExportOptions& options) const override {
-    const ExportModel model = build_export_model(options.trace);
-    warn_if_incomplete(model, options.warn);
-    OutputFile out(options.output);
-    PerfettoWriter writer(model, out);
-    read_placed(options.trace, model.analysis.placement.get(), writer);
-    out.commit();
-  }
-  bool writes_runs() const override { return true; }
-  // A sequence per member, one after the other in the file: trace_processor
-  // sorts every sequence's packets onto the one timeline.
-  void write_run(const Run& run, const ExportOptions& options) const override {
-    const std::vector<ProcessPlacement> places = place_run(run);
-    OutputFile out(options.output);
-    for (size_t i = 0; i < run.members.size(); ++i) {
-      const ExportModel model = build_export_model(run.members[i].path);
-      warn_if_incomplete(model, options.warn);
-      PerfettoWriter writer(model, out, places[i]);
-      read_placed(run.members[i].path, model.analysis.placement.get(), writer);
-    }
+  PerfettoExporter()
+      : MembersExporter(
+            "perfetto",
+            "Perfetto protobuf trace (ui.perfetto.dev): ranges, live bytes by category, allocation lanes, peaks") {}
+
+ private:
+  void write_members(const std::vector<ExportMember>& members, const Run*,
+                     const ExportOptions& options) const override {
+    LazyOutput out(options.output);
+    replay_members(members, {}, options.warn, [&](const ExportModel& model, const ProcessPlacement& place) {
+      return std::make_unique<PerfettoWriter>(model, out.get(), place);
+    });
     out.commit();
   }
 };

@@ -1,6 +1,7 @@
-#include "exchange/export_nsys_schema.h"
+#include "exchange/nsys/nsys_schema.h"
 
 #include <string>
+#include <utility>
 
 #include "traces/reader.h"
 
@@ -24,8 +25,12 @@ bool is_driver_api(Api api) {
   return a >= static_cast<int>(Api::kCuMemAlloc) && a <= static_cast<int>(Api::kCuMemUnmap);
 }
 
-// Column names, order and comments as Nsight Systems 2024.6.2 exports them.
-const char* const kSchema = R"SQL(
+namespace {
+
+// Column names, order and comments as Nsight Systems 2024.6.2 exports them:
+// the tables before the ENUM tables, then (after them) their values and the
+// tables that follow.
+constexpr const char* kTablesBeforeEnums = R"SQL(
 CREATE TABLE StringIds (
     -- Consolidation of repetitive string values.
     id                          INTEGER   NOT NULL   PRIMARY KEY,      -- ID reference value.
@@ -104,31 +109,23 @@ CREATE TABLE NVTX_EVENTS (
     jsonText                    TEXT,                                  -- One of possible payload value union members.
     binaryData                  TEXT                                   -- Binary payload. See docs for format.
 );
-CREATE TABLE ENUM_CUDA_MEM_KIND (
-    -- CUDA memory kind labels
-    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
-    name                        TEXT,                                  -- Enum symbol name.
-    label                       TEXT                                   -- Enum human name.
-);
-CREATE TABLE ENUM_CUDA_DEV_MEM_EVENT_OPER (
-    -- CUDA device mem event operation labels
-    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
-    name                        TEXT,                                  -- Enum symbol name.
-    label                       TEXT                                   -- Enum human name.
-);
-CREATE TABLE ENUM_NSYS_EVENT_TYPE (
-    -- Nsys event type labels
-    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
-    name                        TEXT,                                  -- Enum symbol name.
-    label                       TEXT                                   -- Enum human name.
-);
-CREATE TABLE ENUM_NSYS_EVENT_CLASS (
-    -- Nsys event class labels
-    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.
-    name                        TEXT,                                  -- Enum symbol name.
-    label                       TEXT                                   -- Enum human name.
-);
-INSERT INTO ENUM_CUDA_MEM_KIND VALUES(0,'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE','Pageable');
+)SQL";
+
+// The ENUM tables share one layout: their name and comment differ.
+constexpr std::pair<const char*, const char*> kEnumTables[] = {
+    {"ENUM_CUDA_MEM_KIND", "CUDA memory kind labels"},
+    {"ENUM_CUDA_DEV_MEM_EVENT_OPER", "CUDA device mem event operation labels"},
+    {"ENUM_NSYS_EVENT_TYPE", "Nsys event type labels"},
+    {"ENUM_NSYS_EVENT_CLASS", "Nsys event class labels"},
+};
+constexpr const char* kEnumLayout =
+    "    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value.\n"
+    "    name                        TEXT,                                  -- Enum symbol name.\n"
+    "    label                       TEXT                                   -- Enum human name.\n"
+    ");\n";
+
+constexpr const char* kTablesAfterEnums =
+    R"SQL(INSERT INTO ENUM_CUDA_MEM_KIND VALUES(0,'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE','Pageable');
 INSERT INTO ENUM_CUDA_MEM_KIND VALUES(1,'CUDA_MEMOPR_MEMORY_KIND_PINNED','Pinned');
 INSERT INTO ENUM_CUDA_MEM_KIND VALUES(2,'CUDA_MEMOPR_MEMORY_KIND_DEVICE','Device');
 INSERT INTO ENUM_CUDA_MEM_KIND VALUES(3,'CUDA_MEMOPR_MEMORY_KIND_ARRAY','Array');
@@ -182,5 +179,17 @@ CREATE TABLE PEAKSCOPE_EVENT_ORDER (
     endOrder                    INTEGER
 );
 )SQL";
+
+}  // namespace
+
+const std::string& schema() {
+  static const std::string text = [] {
+    std::string s = kTablesBeforeEnums;
+    for (const auto& [name, comment] : kEnumTables)
+      s += std::string("CREATE TABLE ") + name + " (\n    -- " + comment + "\n" + kEnumLayout;
+    return s + kTablesAfterEnums;
+  }();
+  return text;
+}
 
 }  // namespace psc::nsys

@@ -1,4 +1,4 @@
-#include "exchange/export_sqlite.h"
+#include "exchange/nsys/sqlite_db.h"
 
 #include <cstdio>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 // `export --format nsys-sqlite`: a SQLite file in the schema of
-// `nsys export --type sqlite` (exchange/export_nsys_schema.h), so queries and
+// `nsys export --type sqlite` (exchange/nsys/nsys_schema.h), so queries and
 // scripts written for Nsight exports run on a peakscope trace:
 //   - CUDA_GPU_MEMORY_USAGE_EVENTS: one allocation row and one deallocation
 //     row per allocation of the analysed level (nested and failed calls, and
@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,9 +29,9 @@
 
 #include "exchange/export_formats.h"
 #include "exchange/export_model.h"
-#include "exchange/export_nsys_schema.h"
 #include "exchange/export_output.h"
-#include "exchange/export_sqlite.h"
+#include "exchange/nsys/nsys_schema.h"
+#include "exchange/nsys/sqlite_db.h"
 
 namespace psc {
 namespace {
@@ -386,64 +387,47 @@ class NsysWriter : public BoundedVisitor, private ExportReplay::Listener {
   std::unordered_map<uint64_t, int64_t> streams_;
 };
 
-class NsysSqliteExporter : public Exporter {
+// A process per member of a run, in the run's order; times count from the
+// run's origin (the earliest member's start on CLOCK_REALTIME), which is the
+// session start TARGET_INFO_SESSION_START_TIME gives.
+class NsysSqliteExporter : public MembersExporter {
  public:
-  std::string_view name() const override { return "nsys-sqlite"; }
-  std::string_view description() const override {
-    return "SQLite in the schema of `nsys export --type sqlite` (memory events, NVTX, threads; Nsight's enum values)";
-  }
-  void write(const ExportOptions& options) const override { write_members({{options.trace, {}}}, options); }
-  bool writes_runs() const override { return true; }
-  // A process per member, in the run's order; times count from the run's
-  // origin (the earliest member's start on CLOCK_REALTIME), which is the
-  // session start TARGET_INFO_SESSION_START_TIME gives.
-  void write_run(const Run& run, const ExportOptions& options) const override {
-    const std::vector<ProcessPlacement> places = place_run(run);
-    std::vector<std::pair<std::string, ProcessPlacement>> members;
-    for (size_t i = 0; i < run.members.size(); ++i) members.emplace_back(run.members[i].path, places[i]);
-    write_members(members, options);
-  }
+  NsysSqliteExporter()
+      : MembersExporter("nsys-sqlite",
+                        "SQLite in the schema of `nsys export --type sqlite` (memory events, NVTX, threads; Nsight's "
+                        "enum values)") {}
 
  private:
-  void write_members(const std::vector<std::pair<std::string, ProcessPlacement>>& members,
-                     const ExportOptions& options) const {
-    // Written under a temporary name and renamed when complete, as every
-    // export; a database cannot go to a device or a pipe.
+  void write_members(const std::vector<ExportMember>& members, const Run*,
+                     const ExportOptions& options) const override {
+    // A database cannot go to a device or a pipe: OutputFile would write it in place.
     if (!replaceable_by_rename(options.output))
       throw std::runtime_error(options.output + ": a SQLite database must be written to a regular file");
-    const std::string partial = options.output + ".partial";
-    std::remove(partial.c_str());
-    struct Cleanup {
-      const std::string& path;
-      bool keep = false;
-      ~Cleanup() {
-        if (!keep) std::remove(path.c_str());
-      }
-    } cleanup{partial};
+    // SQLite writes the file itself, at OutputFile's temporary path, which
+    // OutputFile renames into place once the database is closed.
+    OutputFile out(options.output, 0);
     {
-      sqlite::Db db(partial, false);
+      sqlite::Db db(out.temp_path(), false);
       db.exec("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN;");
-      db.exec(nsys::kSchema);
+      db.exec(nsys::schema());
       NsysFile file;
       int64_t end = 0;
-      for (const auto& [trace, place] : members) {
-        ExportModelOptions model_options;
-        model_options.categories = false;
-        const ExportModel model = build_export_model(trace, model_options);
-        warn_if_incomplete(model, options.warn);
-        if (!place.in_run && model.analysis.trace.header.pid > 0xFFFFFF)
-          emit_warning(options.warn, fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
-                                                 model.analysis.trace.header.pid));
-        NsysWriter writer(model, db, file, place);
-        read_placed(trace, model.analysis.placement.get(), writer);
-        end = std::max(end, writer.end_time());
-      }
-      if (members.size() > 1 || members.front().second.in_run) analysis_details(db, end);
+      ExportModelOptions model_options;
+      model_options.categories = false;
+      replay_members(
+          members, model_options, options.warn,
+          [&](const ExportModel& model, const ProcessPlacement& place) {
+            if (!place.in_run && model.analysis.trace.header.pid > 0xFFFFFF)
+              emit_warning(options.warn,
+                           fmt::format("pid {} does not fit Nsight's 24-bit process id; written truncated",
+                                       model.analysis.trace.header.pid));
+            return std::make_unique<NsysWriter>(model, db, file, place);
+          },
+          [&](const NsysWriter& writer) { end = std::max(end, writer.end_time()); });
+      if (members.size() > 1 || members.front().place.in_run) analysis_details(db, end);
       db.exec("COMMIT;");
     }
-    if (std::rename(partial.c_str(), options.output.c_str()) != 0)
-      throw std::runtime_error(options.output + ": cannot rename " + partial + " into place");
-    cleanup.keep = true;
+    out.commit();
   }
 };
 
