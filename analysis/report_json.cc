@@ -4,6 +4,7 @@
 
 #include "analysis/device_usage_report.h"
 #include "common/json_file.h"
+#include "traces/reader.h"
 
 namespace psc {
 namespace {
@@ -28,7 +29,7 @@ json site_to_json(const PeakSite& site) {
           {"layer", layer_or_null(site.parsed.layer)}};
 }
 
-json trace_to_json(const TraceSummary& t) {
+json trace_fields(const TraceSummary& t) {
   json by_kind = json::object();
   for (uint8_t k = 1; k <= kMaxEventKind; ++k)
     by_kind[event_kind_name(static_cast<EventKind>(k))] = t.events_by_kind[k];
@@ -65,6 +66,13 @@ json trace_to_json(const TraceSummary& t) {
           {"first_seq", t.first_seq},
           {"last_seq", t.last_seq},
           {"missing_seqs", t.missing_seqs}};
+}
+
+json trace_to_json(const TraceSummary& t) {
+  json out = trace_fields(t);
+  // A path that is not UTF-8 loses bytes in "path" (U+FFFD): its exact bytes too.
+  if (std::string bytes = path_bytes_hex(t.path); !bytes.empty()) out["path_bytes"] = bytes;
+  return out;
 }
 
 json memory_to_json(const MemorySummary& m) {

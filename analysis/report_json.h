@@ -1,6 +1,6 @@
 // The machine-readable form of an Analysis: what `peakscope report --json`
-// prints (a superset of DESIGN.md's "report --json" fields). Documented in
-// docs/report.md.
+// prints. Documented in docs/report.md ("`--json`"); its fields are only ever
+// added to (docs/design.md, "Interfaces and their versions").
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -10,6 +10,7 @@
 #include "analysis/report_json.h"
 #include "analysis/report_text.h"
 #include "common/bytes.h"
+#include "traces/reader.h"
 
 namespace psc {
 namespace {
@@ -184,6 +185,8 @@ json run_to_json(const RunReport& run) {
                        {"peak_bytes", a->peak.bytes},
                        {"peak_in", where(*a)},
                        {"waves", waves}});
+    // A path that is not UTF-8 loses bytes in "path" (U+FFFD): its exact bytes too.
+    if (std::string bytes = path_bytes_hex(a->trace.path); !bytes.empty()) members.back()["path_bytes"] = bytes;
   }
   json spread = json::array();
   for (size_t w = 0; w < most_waves(run); ++w) {

@@ -104,6 +104,11 @@ void resolve(void* library, Fn* out, const char* name) {
 
 void* open_library(const char** tried) {
   const char* configured = rt::g_config.cupti_library;
+  if (rt::g_config.cupti_library_too_long) {
+    // Cut to fit, it would load another file than the one named.
+    *tried = "PEAKSCOPE_CUPTI_LIBRARY (over 4095 bytes, PATH_MAX)";
+    return nullptr;
+  }
   *tried = *configured ? configured : "libcupti.so.13";
   void* library = dlopen(*tried, RTLD_NOW | RTLD_LOCAL);
   if (!library) dlerror();  // leave no error behind for the application's next dlerror()

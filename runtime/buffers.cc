@@ -51,6 +51,21 @@ ThreadBuffer* create(uint32_t index, int32_t os_tid) {
 
 }  // namespace
 
+bool thread_exited(int32_t os_tid) {
+  return os_tid > 0 && syscall(SYS_tgkill, getpid(), os_tid, 0) != 0 && errno == ESRCH;
+}
+
+bool a_buffer_awaits_freeing() {
+  const uint32_t count = g_buffer_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    ThreadBuffer* b = __atomic_load_n(&g_buffers[i], __ATOMIC_ACQUIRE);
+    if (b && b->state.load(std::memory_order_acquire) == static_cast<uint32_t>(BufferState::kActive) &&
+        thread_exited(b->os_tid.load(std::memory_order_relaxed)))
+      return true;
+  }
+  return false;
+}
+
 ThreadBuffer* attach_buffer(int32_t os_tid) {
   // Reuse a buffer whose thread has exited and whose events are all written.
   const uint32_t count = g_buffer_count.load(std::memory_order_acquire);

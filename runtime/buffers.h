@@ -57,8 +57,19 @@ extern std::atomic<uint32_t> g_buffer_count;
 extern std::atomic<uint64_t> g_seq;
 
 // Finds or creates a buffer for the calling thread (slow path). nullptr when
-// every slot is taken by a live thread.
+// every slot is taken: by live threads, or by threads that have exited since
+// the writer's last cycle, which frees their buffers once everything they
+// recorded is drained (writer.cc, drain). Only the writer frees a buffer.
 ThreadBuffer* attach_buffer(int32_t os_tid);
+
+// Whether the thread with this id (of this process) has exited. One system
+// call (tgkill with signal 0).
+bool thread_exited(int32_t os_tid);
+
+// Whether some buffer in use belongs to a thread that has exited: the
+// writer's next cycle frees it, so a thread that found no slot may wait for
+// that instead of losing its events (recorder.cc, wait_for_slot).
+bool a_buffer_awaits_freeing();
 
 // In a child: every buffer empty again (wiped or not) and free, except
 // `mine`, which the calling thread keeps; with retire_others, the others are

@@ -83,7 +83,8 @@ void set_run_id(Config& c) {
 void load_config() {
   Config c{};
   if (const char* out = getenv("PEAKSCOPE_OUTPUT")) {
-    strncpy(c.output, out, sizeof c.output - 1);
+    c.output_length = strlen(out);
+    if (c.output_length < sizeof c.output) memcpy(c.output, out, c.output_length + 1);
   }
   c.primary_pid = static_cast<uint32_t>(env_uint("PEAKSCOPE_PRIMARY_PID", 0));
   c.host_mode = env_flag("PEAKSCOPE_HOST");
@@ -105,7 +106,9 @@ void load_config() {
   if (cupti && strcmp(cupti, "0") == 0) c.cupti = CuptiMode::kOff;
   if (cupti && strcmp(cupti, "1") == 0) c.cupti = CuptiMode::kOn;
   if (const char* library = getenv("PEAKSCOPE_CUPTI_LIBRARY")) {
-    strncpy(c.cupti_library, library, sizeof c.cupti_library - 1);
+    const size_t length = strlen(library);
+    c.cupti_library_too_long = length >= sizeof c.cupti_library;
+    if (!c.cupti_library_too_long) memcpy(c.cupti_library, library, length + 1);
   }
   c.rank = env_int("RANK");
   c.local_rank = env_int("LOCAL_RANK");

@@ -49,14 +49,39 @@ struct Fields {
   bool no_range = false;  // deferred events: the range open now is not theirs
 };
 
+bool recording() { return g_phase.load(std::memory_order_relaxed) == static_cast<uint32_t>(Phase::kRecording); }
+
+// Every slot is taken. The writer frees the buffer of a thread that has
+// exited only in its next cycle (up to flush_ms away), so a program that
+// starts and ends threads faster than that, never with many alive at once
+// (a pool that makes a thread per task), would run out of slots and lose
+// events. When some slot's thread has exited, this one wakes the writer
+// and waits for that cycle (bounded by max_wait_ms, as a full ring is):
+// the limit is then threads alive at once, not threads per cycle. A table
+// full of live threads frees nothing: no wait, the event is dropped.
+PSC_NOINLINE ThreadBuffer* wait_for_slot(int32_t os_tid) {
+  if (!writer_running() || on_writer_thread()) return nullptr;
+  const uint64_t deadline = sys::monotonic_ns() + uint64_t{g_config.max_wait_ms} * 1000000ull;
+  uint64_t pause_ns = 10000;
+  while (recording() && a_buffer_awaits_freeing()) {
+    writer_nudge();
+    sys::sleep_ns(pause_ns);
+    if (ThreadBuffer* b = attach_buffer(os_tid)) return b;
+    if (sys::monotonic_ns() > deadline) break;
+    if (pause_ns < 1000000) pause_ns *= 2;
+  }
+  return nullptr;
+}
+
 PSC_NOINLINE ThreadBuffer* attach_slow(ThreadState& t) {
   // A thread's first event: in a raw clone child this may be the first thing
   // it records, and the buffers are the parent's until it takes them over.
   if (!own_recorder(/*start_writer=*/true)) return nullptr;
-  if (g_phase.load(std::memory_order_relaxed) != static_cast<uint32_t>(Phase::kRecording)) return nullptr;
+  if (!recording()) return nullptr;
   t.internal = true;  // nothing we call here may record
   if (!t.os_tid) t.os_tid = sys::gettid();
   ThreadBuffer* b = attach_buffer(t.os_tid);
+  if (!b) b = wait_for_slot(t.os_tid);
   if (!b) count_drop(format::DropReason::kNoThreadSlot);
   t.buffer = b;
   t.internal = false;

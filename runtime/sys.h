@@ -5,6 +5,8 @@
 
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +15,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+
+#include "format/printable.h"
 
 #define PSC_EXPORT extern "C" __attribute__((visibility("default")))
 #define PSC_NOINLINE __attribute__((noinline))
@@ -76,6 +80,26 @@ inline bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// Whether n more bytes on stderr stay below RLIMIT_FSIZE. Where stderr is a
+// regular file, a write that would end past the limit raises SIGXFSZ, whose
+// default action ends the program: a recorder's message must never do that
+// (the program may have set the limit low; the message is about just that).
+// Such a message is left unsaid.
+inline bool stderr_takes(size_t n) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return true;
+  struct stat st {};
+  if (fstat(2, &st) != 0 || !S_ISREG(st.st_mode)) return true;
+  const off_t at = lseek(2, 0, SEEK_CUR);
+  const uint64_t end = static_cast<uint64_t>(at > st.st_size ? at : st.st_size);  // O_APPEND writes at the end
+  return end + n <= limit.rlim_cur;
+}
+
+// One message on stderr, whole or not at all (stderr_takes).
+inline void write_stderr(const char* text, size_t n) {
+  if (stderr_takes(n)) write_all(2, text, n);
+}
+
 // Writes a message to stderr without stdio (usable anywhere, even in a signal handler).
 inline void say(const char* a, const char* b = "", const char* c = "") {
   auto len = [](const char* s) {
@@ -83,6 +107,7 @@ inline void say(const char* a, const char* b = "", const char* c = "") {
     while (s[n]) ++n;
     return n;
   };
+  if (!stderr_takes(11 + len(a) + len(b) + len(c) + 1)) return;
   write_all(2, "peakscope: ", 11);
   write_all(2, a, len(a));
   write_all(2, b, len(b));
@@ -128,9 +153,22 @@ inline char* format_uint(char* out, uint64_t v) {
   return out;
 }
 
-// "peakscope: <what> <path>: <errno text> (errno N)<tail>" on stderr, one write.
+// Appends a path to out (up to end), escaped (format/printable.h): a path
+// may hold a newline, which would split the message. Returns the new end.
+inline char* put_path(char* out, char* end, const char* path) {
+  size_t n = 0;
+  while (path[n]) ++n;
+  format::put_printable(path, n, [&](const char* text, size_t length) {
+    for (size_t i = 0; i < length && out < end; ++i) *out++ = text[i];
+  });
+  return out;
+}
+
+// "peakscope: <what> <path>: <errno text> (errno N)<tail>" on stderr, one
+// write; the path escaped (put_path), with room for every byte of the
+// longest name the recorder makes (4200) escaped as \xNN.
 inline void say_errno(const char* what, const char* path, int err, const char* tail) {
-  static char line[4600];
+  static char line[4 * 4200 + 600];
   char* o = line;
   char* const end = line + sizeof line - 40;
   auto put = [&](const char* s) {
@@ -138,7 +176,7 @@ inline void say_errno(const char* what, const char* path, int err, const char* t
   };
   put("peakscope: ");
   put(what);
-  put(path);
+  o = put_path(o, end, path);
   put(": ");
   put(errno_text(err));
   put(" (errno ");
@@ -146,7 +184,7 @@ inline void say_errno(const char* what, const char* path, int err, const char* t
   put(")");
   put(tail);
   *o++ = '\n';
-  write_all(2, line, static_cast<size_t>(o - line));
+  write_stderr(line, static_cast<size_t>(o - line));
 }
 
 }  // namespace psc::sys

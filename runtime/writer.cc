@@ -43,8 +43,11 @@ constexpr uint32_t kMaxStringIds = 1u << 15;
 // the closing chunk (drop counts and END, well under 100 bytes) still fits.
 constexpr uint64_t kClosingReserve = 256;
 // A trace is never overwritten: a taken name moves on to <stem>.e1.pstrace,
-// .e2, ... (exec'd images of the same process, stale or planted files).
-constexpr uint32_t kMaxNameTries = 1000;
+// .e2, ... (exec'd images of the same process, stale or planted files), with
+// no limit on the number (next_free_generation). Other processes may take
+// the number found before this one creates it: it then looks again from
+// there, this many times at most.
+constexpr int kMaxNameRounds = 64;
 // The trace's descriptor sits this far below the soft RLIMIT_NOFILE, the
 // limit taken as at most kHighFdCeiling (see place_high).
 constexpr uint64_t kHighFdMargin = 64;
@@ -172,13 +175,59 @@ void read_command_line(char* out, size_t size, size_t* length) {
 
 int create_exclusive(const char* path) {
   // O_EXCL: never truncate an existing file, never follow a symlink planted
-  // at the name (O_NOFOLLOW says so twice); 0600: a trace shows the command line.
-  return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // at the name (O_NOFOLLOW says so twice); 0600: a trace shows the command
+  // line. O_RDWR, not O_WRONLY: the header may have to be rewritten through
+  // a mapping (rewrite_header_mapped).
+  return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-// Creates the file at path, or at the first free <stem>.e<N>.pstrace when
-// that name is taken. Returns the descriptor (path holds the name), or -1
-// with errno set.
+// path = <stem>.e<generation>.pstrace
+void generation_name(char* path, const char* stem, uint64_t generation) {
+  char* o = append(path, stem);
+  o = append(o, ".e");
+  o = sys::format_uint(o, generation);
+  append(o, ".pstrace");
+}
+
+// Whether anything is at the name (a dangling symlink too). A name that
+// cannot be looked at (a folder closed to us) is not taken: creating it says why.
+bool name_taken(const char* path) {
+  struct stat st {};
+  return lstat(path, &st) == 0;
+}
+
+// A free generation above `taken` (a number whose name is taken). Each image
+// after an exec looks for one afresh, so trying each number in turn costs a
+// chain of N execs N*N/2 lookups (and it used to stop at 1000, with EEXIST).
+// Instead: taken+1, +2, +4, ... until a name is free, then halving between
+// the last taken and the first free: 2*log2(N) lookups. Where the taken
+// names are 1..N (one per exec) this finds N+1, the first free; a gap left
+// by a removed file may be found instead, which is as good: any free name.
+uint64_t next_free_generation(char* path, const char* stem, uint64_t taken) {
+  uint64_t step = 1;
+  uint64_t free_at = taken + 1;
+  for (;;) {
+    generation_name(path, stem, free_at);
+    if (!name_taken(path) || step >= (1ull << 48)) break;
+    taken = free_at;
+    step *= 2;
+    free_at = taken + step;
+  }
+  while (free_at - taken > 1) {
+    const uint64_t middle = taken + (free_at - taken) / 2;
+    generation_name(path, stem, middle);
+    if (name_taken(path)) {
+      taken = middle;
+    } else {
+      free_at = middle;
+    }
+  }
+  return free_at;
+}
+
+// Creates the file at path, or at a free <stem>.e<N>.pstrace when that name
+// is taken (next_free_generation). Returns the descriptor (path holds the
+// name), or -1 with errno set.
 int create_at_or_next(char* path) {
   int fd = create_exclusive(path);
   if (fd >= 0 || errno != EEXIST) return fd;
@@ -188,13 +237,13 @@ int create_at_or_next(char* path) {
   const size_t n = strlen(stem);
   const char* ext = ".pstrace";
   if (n >= strlen(ext) && strcmp(stem + n - strlen(ext), ext) == 0) stem[n - strlen(ext)] = 0;
-  for (uint32_t generation = 1; generation <= kMaxNameTries; ++generation) {
-    char* o = append(path, stem);
-    o = append(o, ".e");
-    o = sys::format_uint(o, generation);
-    append(o, ext);
+  uint64_t taken = 0;
+  for (int round = 0; round < kMaxNameRounds; ++round) {
+    const uint64_t generation = next_free_generation(path, stem, taken);
+    generation_name(path, stem, generation);
     fd = create_exclusive(path);
     if (fd >= 0 || errno != EEXIST) return fd;
+    taken = generation;  // another process took it meanwhile
   }
   return -1;
 }
@@ -247,6 +296,30 @@ bool names_our_file(int fd) {
   return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == g_file_dev && st.st_ino == g_file_ino;
 }
 
+// out = path made absolute, or "" when that name is longer than a path may
+// be (PATH_MAX) or the working directory cannot be read: a name cut short
+// would open, or create, some other file. Without it the file cannot be
+// found again by its name (ensure_own_fd).
+void absolute_name(const char* path, char* out, size_t size) {
+  constexpr size_t kLongestPath = 4095;  // PATH_MAX less its NUL
+  size_t used = 0;
+  out[0] = 0;
+  if (path[0] != '/') {
+    if (!getcwd(out, size - 2)) {
+      out[0] = 0;
+      return;
+    }
+    used = strlen(out);
+    out[used++] = '/';
+  }
+  const size_t length = strlen(path);
+  if (used + length > kLongestPath || used + length >= size) {
+    out[0] = 0;
+    return;
+  }
+  memcpy(out + used, path, length + 1);
+}
+
 // A file just created (at g_path) becomes the trace: its identity, its
 // absolute name (the program may change directory before it is needed), and
 // its descriptor placed high.
@@ -257,13 +330,7 @@ void take_file(int fd) {
   g_file_ino = st.st_ino;
   g_fd = place_high(fd);
   g_file_created = true;
-  size_t used = 0;
-  if (g_path[0] != '/' && getcwd(g_reopen_path, sizeof g_reopen_path - 2)) {
-    used = strlen(g_reopen_path);
-    g_reopen_path[used++] = '/';
-  }
-  for (const char* c = g_path; *c && used + 1 < sizeof g_reopen_path;) g_reopen_path[used++] = *c++;
-  g_reopen_path[used] = 0;
+  absolute_name(g_path, g_reopen_path, sizeof g_reopen_path);
 }
 
 // Closes the trace's descriptor if it still names our file: the number may be
@@ -302,7 +369,7 @@ int start_fresh_file() {
   g_header_pending = true;
   g_metadata_lost = true;
   if (!g_config.quiet) {
-    static char line[2 * sizeof g_path + 256];
+    static char line[2 * 4 * sizeof g_path + 256];  // each path's bytes may be escaped (\xNN)
     char* o = line;
     char* const end = line + sizeof line - 1;
     const auto put = [&](const char* text) {
@@ -311,16 +378,16 @@ int start_fresh_file() {
     char count[24];
     sys::format_uint(count, before);
     put("peakscope: trace file ");
-    put(lost);
+    o = sys::put_path(o, end, lost);
     put(" was closed or replaced by the program and cannot be opened again by its name; recording goes on in ");
-    put(g_path);
+    o = sys::put_path(o, end, g_path);
     if (before) {
       put(" (the ");
       put(count);
       put(" events written before are not in it: counted there as write_failed drops)");
     }
     *o++ = '\n';
-    sys::write_all(2, line, static_cast<size_t>(o - line));
+    sys::write_stderr(line, static_cast<size_t>(o - line));
   }
   return 0;
 }
@@ -334,7 +401,8 @@ int start_fresh_file() {
 int ensure_own_fd() {
   if (names_our_file(g_fd)) return 0;
   g_fd = -1;
-  const int fd = open(g_reopen_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (!g_reopen_path[0]) return ENAMETOOLONG;  // no name to find it by (absolute_name)
+  const int fd = open(g_reopen_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd >= 0 && names_our_file(fd)) {
     g_fd = place_high(fd);
     return 0;
@@ -363,12 +431,32 @@ int write_at(const void* data, size_t n, uint64_t offset, uint64_t reserve) {
   return 0;
 }
 
+// Under a file size limit below the header's own size (a program may set
+// RLIMIT_FSIZE to anything once the recorder has started), pwrite cannot
+// rewrite the header: the kernel checks the limit against where a write
+// ends, not against the file's size. The header's bytes are in the file
+// already, and a shared mapping changes them without a write (the limit
+// governs only how far the file grows): so kHeaderWriteFailed still reaches
+// the file when nothing else can. Only when the file holds the whole header:
+// touching a mapped page past its end would fault (SIGBUS) in the writer.
+int rewrite_header_mapped() {
+  struct stat st {};
+  if (fstat(g_fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof g_header) return EFBIG;
+  void* page = mmap(nullptr, sizeof g_header, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0);
+  if (page == MAP_FAILED) return errno;
+  memcpy(page, &g_header, sizeof g_header);
+  munmap(page, sizeof g_header);
+  return 0;
+}
+
 // The header is rewritten in place when its flags change: those bytes are
-// already on disk, so this works on a full disk too.
+// already on disk, so this works on a full disk too, and under a file size
+// limit below them (rewrite_header_mapped).
 int write_header() {
   if (const int err = ensure_own_fd()) return err;
   g_header.header_crc = crc32c(&g_header, offsetof(format::FileHeader, header_crc));
   int err = write_at(&g_header, sizeof g_header, 0, 0);
+  if (err == EFBIG && !g_header_pending) err = rewrite_header_mapped();
   if (err == 0 && g_header_pending) err = write_at(&g_run_header, sizeof g_run_header, sizeof g_header, 0);
   if (err == 0 && g_header_pending) {
     g_header_pending = false;
@@ -447,7 +535,9 @@ bool open_file() {
   g_header_pending = true;
   if (const int err = write_header()) {
     g_header.flags |= format::kHeaderWriteFailed;  // written with the header, when it is
-    if (!g_write_failing && !g_config.quiet) sys::say_errno("cannot write trace file ", g_path, err, "");
+    if (!g_write_failing && !g_config.quiet)
+      sys::say_errno("cannot write trace file ", g_path, err,
+                     "; events are lost until a write succeeds, counted as write_failed drops");
     g_write_failing = true;
   }
   read_command_line(g_command, sizeof g_command, &g_command_length);
@@ -471,11 +561,13 @@ int put_chunk(size_t n, uint64_t reserve) {
 }
 
 // last: the closing chunk, which may use the room kept below a size limit.
-void write_chunk(bool last = false) {
-  if (g_encoder.record_count() == 0) return;
+// Returns 0, or the errno of a write that failed (-1: no file).
+int write_chunk(bool last = false) {
+  if (g_encoder.record_count() == 0) return 0;
+  int err = -1;
   if (open_file()) {
     const size_t n = g_encoder.finish();
-    const int err = put_chunk(n, last ? 0 : kClosingReserve);
+    err = put_chunk(n, last ? 0 : kClosingReserve);
     if (err == 0) {
       g_file_bytes += n;
       // Under a size limit small chunks may still fit between lost big ones:
@@ -487,6 +579,7 @@ void write_chunk(bool last = false) {
   }
   g_chunk_events = 0;
   g_encoder.begin();
+  return err;
 }
 
 // Each add_* retries once in a fresh chunk; a record that cannot fit in an
@@ -559,15 +652,13 @@ void resend_lost_metadata() {
 
 // ---- one cycle -----------------------------------------------------------------
 
-bool thread_alive(int32_t tid) { return tid <= 0 || syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH; }
-
 // Copies a buffer's published events into the drained area; returns the
 // watermark bound this buffer allows.
 uint64_t drain(ThreadBuffer* b, uint64_t global_seq, uint32_t* drained, uint32_t* runs) {
   // Whether the thread has exited must be known before head is read: a thread
   // alive at the read could publish more events and exit before a later check,
   // and freeing its buffer then would lose them. A dead thread publishes nothing.
-  const bool exited = !thread_alive(b->os_tid.load(std::memory_order_relaxed));
+  const bool exited = thread_exited(b->os_tid.load(std::memory_order_relaxed));
   // A thread that died inside a record will never publish it: not busy.
   const bool busy = b->busy.load(std::memory_order_seq_cst) != 0 && !exited;
   const uint64_t head = b->head.load(std::memory_order_acquire);
@@ -804,25 +895,57 @@ bool spawn_thread() {
 
 bool is_primary() { return g_config.output[0] && static_cast<uint32_t>(getpid()) == g_config.primary_pid; }
 
+// The closing chunk could not be written (a file size limit below even the
+// header, set by the program; a full disk): the file has neither the END
+// record nor the drop counts, so how many events it lacks is said here, the
+// one place left (the header says that writes failed, rewrite_header_mapped).
+void say_close_failed(int err) {
+  if (g_config.quiet || err <= 0) return;
+  const uint64_t lost = g_drops[static_cast<int>(format::DropReason::kWriteFailed)].load(std::memory_order_relaxed);
+  char tail[160];
+  char* o = append(tail, "; ");
+  if (lost) {
+    o = sys::format_uint(o, lost);
+    append(o, " events recorded were lost to write errors, a count the file could not take either");
+  } else {
+    append(o, "no event was lost, but the file has no end mark");
+  }
+  sys::say_errno("cannot close trace file ", g_path, err, tail);
+}
+
 // The drop counts and the END record, in a chunk of their own.
 // A fresh file started during its write (start_fresh_file) gets its own.
 void write_closing_chunk() {
+  int err = 0;
   for (int attempt = 0; attempt < 3; ++attempt) {
     const uint32_t generation = g_file_generation;
     resend_lost_metadata();
     emit_counts(true);
     add_record([&] { return g_encoder.add_counts(format::kMetaEnd, &g_events_written, 1); });
-    write_chunk(/*last=*/true);
+    err = write_chunk(/*last=*/true);
     if (generation == g_file_generation) break;
   }
+  say_close_failed(err);
 }
 
 }  // namespace
+
+bool writer_running() { return g_running.load(std::memory_order_acquire); }
 
 bool on_writer_thread() { return g_running.load(std::memory_order_relaxed) && pthread_equal(pthread_self(), g_thread); }
 
 bool writer_start() {
   if (g_running.load(std::memory_order_acquire)) return true;
+  if (g_config.output_length >= sizeof g_config.output) {
+    // Cut to fit, it would name another file (trunc/abc.ps for trunc/abc.pstrace).
+    if (!g_config.quiet) {
+      char length[24];
+      sys::format_uint(length, g_config.output_length);
+      sys::say("PEAKSCOPE_OUTPUT is ", length,
+               " bytes long, over the 4095 a path may have (PATH_MAX); recording stopped, no trace written");
+    }
+    return false;
+  }
   if (!allocate_areas()) {
     if (!g_config.quiet) sys::say("cannot map writer memory; recording stopped");
     return false;

@@ -33,5 +33,7 @@ void writer_unseal_after_failed_exec();
 bool writer_restart_in_child();
 // True on the writer thread.
 bool on_writer_thread();
+// True while a writer thread runs (it frees the buffers of exited threads).
+bool writer_running();
 
 }  // namespace psc::rt

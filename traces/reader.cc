@@ -18,6 +18,7 @@
 #include "common/input_file.h"
 #include "format/chunk_codec.h"
 #include "format/crc32c.h"
+#include "format/printable.h"
 
 #define PSC_READER_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PSC_READER_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -47,12 +48,21 @@ constexpr uint64_t kResyncBudgetPerByte = 4;
 std::string at(uint64_t offset) { return " at byte " + std::to_string(offset); }
 
 // A path as a shell word, for a command line a message suggests.
+// A path as one shell word, on one line: '...' when every byte prints,
+// else bash's $'...' with the escapes of printable_path.
 std::string shell_word(const std::string& path) {
   const bool plain = !path.empty() && std::all_of(path.begin(), path.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || (c != 0 && std::strchr("/._-+,:@%=", c) != nullptr);
   });
   if (plain) return path;
-  std::string quoted = "'";
+  std::string quoted;
+  if (format::needs_escaping(path.data(), path.size())) {
+    quoted = "$'";
+    format::put_printable(
+        path.data(), path.size(), [&](const char* text, size_t n) { quoted.append(text, n); }, /*quote=*/true);
+    return quoted + "'";
+  }
+  quoted = "'";
   for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
 }
@@ -769,7 +779,29 @@ TraceMeta read_trace_headers(const std::string& path) {
 }
 
 TraceError::TraceError(std::string path, uint64_t offset, const std::string& reason, const std::string& detail)
-    : std::runtime_error(path + ": " + reason + at(offset) + detail), path_(std::move(path)), offset_(offset) {}
+    : std::runtime_error(printable_path(path) + ": " + reason + at(offset) + detail),
+      path_(std::move(path)),
+      offset_(offset) {}
+
+std::string printable_path(std::string_view path) {
+  std::string shown;
+  shown.reserve(path.size());
+  format::put_printable(path.data(), path.size(), [&](const char* text, size_t n) { shown.append(text, n); });
+  return shown;
+}
+
+std::string path_bytes_hex(std::string_view path) {
+  if (format::is_utf8(path.data(), path.size())) return {};
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * path.size());
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 15];
+  }
+  return hex;
+}
 
 uint64_t TraceMeta::dropped_total() const {
   uint64_t total = 0;

@@ -137,6 +137,18 @@ LoadedTrace load_trace(const std::string& path, const ReadOptions& options = {})
 // TraceError as read_trace does for a file that is not a trace.
 TraceMeta read_trace_headers(const std::string& path);
 
+// A path as messages show it: one line, control bytes and bytes that are not
+// UTF-8 escaped as bash's $'...' does (\n, \xNN; format/printable.h).
+// TraceError's what() shows its path so; so does every command that names
+// a trace in a message.
+std::string printable_path(std::string_view path);
+// A path as machine-readable output keeps it: JSON strings are UTF-8, and a
+// path that is not is written there with U+FFFD in place of each bad byte,
+// which loses them. Such a path also gets its exact bytes, as lowercase hex
+// (Python: bytes.fromhex); "" for a path that is UTF-8, whose JSON string
+// is exact. `report --json` writes it as "path_bytes" beside "path".
+std::string path_bytes_hex(std::string_view path);
+
 const char* event_kind_name(EventKind kind);
 const char* memory_kind_name(MemoryKind kind);
 const char* api_name(Api api);

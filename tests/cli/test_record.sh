@@ -64,6 +64,17 @@ ok=1
   "$PSC" report "$TMP/f.pstrace" 2>/dev/null | grep -q "dropped" && ok=0
 check "record: write errors are said, warned about and counted" $ok
 
+# A limit the program sets below the trace's own 224-byte header: not even
+# the closing chunk fits, yet the header says writes failed (rewritten
+# through a mapping) and record warns that the trace could not be closed.
+# (The recorder's own lines, past the limit on this stderr file, are left
+# unsaid: writing them would raise SIGXFSZ.)
+"$PSC" record --host -o "$TMP/h.pstrace" -- "$PROGRAM" fsize 100 1000 2>"$TMP/err"
+rc=$?
+ok=1
+[ $rc = 0 ] && grep -q "warning: writes to $TMP/h.pstrace failed and the trace could not be closed" "$TMP/err" && ok=0
+check "record: a file size limit below the header is flagged and warned about" $ok
+
 # A symlink planted at a child's trace name is not listed (nor followed).
 echo precious >"$TMP/victim"
 ln -s "$TMP/victim" "$TMP/s.p4000000.pstrace"

@@ -1,4 +1,4 @@
-// Crafted inputs (issue 13, item 6): each one crashed a reader, exhausted its
+// Crafted inputs (docs/recorder.md, the "bad files" row): each one crashed a reader, exhausted its
 // memory or time, or escaped without naming the file. Now each is either a
 // one-line error naming the file (and for traces the byte offset), or a read
 // that completes quickly with the right counts. The traces are written byte

@@ -175,8 +175,8 @@ TEST(Recorder, ThresholdComesFromTheEnvironment) {
   Scratch s;
   auto count = [&](const std::string& args) {
     const std::string trace = s.path("t.pstrace");
-    EXPECT_EQ(run(cli() + " record --force --host --host-min-bytes 150000 -o " + trace + " -- " + program() + " " + args +
-                  " 2>/dev/null"),
+    EXPECT_EQ(run(cli() + " record --force --host --host-min-bytes 150000 -o " + trace + " -- " + program() + " " +
+                  args + " 2>/dev/null"),
               0);
     return load_trace(trace).events.size();
   };

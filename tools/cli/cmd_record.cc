@@ -1,4 +1,4 @@
-// peakscope record [-o PATH] [--force] [--level allocated|reserved] [--host] -- CMD ARGS...
+// `peakscope record` (its command line: tools/cli/command_table.cc).
 //
 // Runs CMD with the recorder preloaded, passes its exit status through, and
 // says where the trace(s) went: every regular file this run's recorders
@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,11 +33,23 @@
 #include "format/crc32c.h"
 #include "format/file_format.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 #include "traces/reader.h"
 
 namespace psc::cli {
 namespace {
+
+// Paths in messages: one line whatever bytes they hold (traces/reader.h).
+std::string shown(const std::string& path) { return printable_path(path); }
+
+// The longest path a file can be opened by (PATH_MAX less its NUL). The
+// recorder refuses a longer PEAKSCOPE_OUTPUT rather than cut it (a cut name
+// is another file); record says so before the command runs.
+constexpr size_t kLongestPath = PATH_MAX - 1;
+// The fewest bytes a trace takes: its headers, and the room the recorder
+// keeps below a file size limit for the closing chunk (runtime/writer.cc).
+constexpr uint64_t kSmallestTrace = sizeof(format::FileHeader) + sizeof(format::RunHeader) + 256;
 
 struct RecordOptions {
   std::string output = "peakscope.pstrace";
@@ -48,13 +61,9 @@ struct RecordOptions {
   std::vector<std::string> command;
 };
 
-constexpr const char* kUsage =
-    "usage: peakscope record [-o PATH] [--force] [--level allocated|reserved] [--host] "
-    "[--host-min-bytes N] [--fork follow|stop] -- CMD ARGS...";
-
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse(int argc, char** argv, RecordOptions& o) {
-  ArgParser args(kUsage);
+  ArgParser args(command_spec("record"));
   args.option({"-o", "--output"}, &o.output);
   args.flag({"--force"}, &o.force);
   args.option({"--level"}, [&](const std::string&, const std::string& value) {
@@ -117,7 +126,8 @@ bool same_file(const char* a, const std::string& b) {
 void take_nvtx_injection(const std::string& library) {
   const char* other = getenv("NVTX_INJECTION64_PATH");
   if (other && *other && !same_file(other, library)) {
-    fmt::print(stderr, "peakscope: NVTX_INJECTION64_PATH was {}; peakscope records NVTX and chains to it\n", other);
+    fmt::print(stderr, "peakscope: NVTX_INJECTION64_PATH was {}; peakscope records NVTX and chains to it\n",
+               shown(other));
     setenv("PEAKSCOPE_NVTX_CHAIN", other, 1);
   }
   setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
@@ -138,7 +148,7 @@ void take_nvtx_injection(const std::string& library) {
   for (const std::string& word : o.command) command_argv.push_back(const_cast<char*>(word.c_str()));
   command_argv.push_back(nullptr);
   execvp(command_argv[0], command_argv.data());
-  fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", o.command[0], std::strerror(errno));
+  fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", shown(o.command[0]), std::strerror(errno));
   _exit(127);
 }
 
@@ -155,6 +165,18 @@ struct WrittenTrace {
   format::FileHeader header{};
   off_t bytes = 0;
 };
+
+// An empty regular file of ours, changed since the run started, at a name
+// this run's recorders write: a recorder created it and could write not even
+// its header (a file size limit the program set before an exec, a full
+// disk). The recorder writes a header whole or not at all, and cuts a failed
+// write back. An earlier run's empty files at these names were refused or
+// removed before the run (clear_earlier_traces).
+bool is_headerless_file(const std::string& path, time_t since) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size == 0 &&
+         st.st_mtime + 1 >= since;
+}
 
 bool read_written_trace(const std::string& path, time_t since, WrittenTrace* out) {
   struct stat st {};
@@ -186,7 +208,12 @@ void split_output(const std::string& output, std::string* dir, std::string* stem
 
 // Traces beside the main one: forked children and ranks (<stem>.[r<R>.]<host>.p<PID>.pstrace)
 // and images after exec (<stem>....e<N>.pstrace).
-std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since) {
+bool is_companion_name(const std::string& name, const std::string& stem, uint64_t* pid);
+
+// headerless: the files at this run's companion names that hold no header
+// (is_headerless_file).
+std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since,
+                                         std::vector<std::string>* headerless) {
   std::string dir, stem;
   split_output(output, &dir, &stem);
   std::vector<WrittenTrace> found;
@@ -198,10 +225,16 @@ std::vector<WrittenTrace> sibling_traces(const std::string& output, time_t since
       continue;
     if (name == stem + ".pstrace") continue;
     WrittenTrace trace;
-    if (read_written_trace(dir + "/" + name, since, &trace)) found.push_back(trace);
+    uint64_t pid = 0;
+    if (read_written_trace(dir + "/" + name, since, &trace)) {
+      found.push_back(trace);
+    } else if (is_companion_name(name, stem, &pid) && is_headerless_file(dir + "/" + name, since)) {
+      headerless->push_back(dir + "/" + name);
+    }
   }
   closedir(d);
   std::sort(found.begin(), found.end(), [](const WrittenTrace& a, const WrittenTrace& b) { return a.path < b.path; });
+  std::sort(headerless->begin(), headerless->end());
   return found;
 }
 
@@ -333,12 +366,12 @@ int remove_earlier(const EarlierTrace& t) {
 
 std::string list_names(const std::vector<EarlierTrace>& traces) {
   std::string names;
-  const size_t shown = std::min<size_t>(traces.size(), 6);
-  for (size_t i = 0; i < shown; ++i) {
+  const size_t listed = std::min<size_t>(traces.size(), 6);
+  for (size_t i = 0; i < listed; ++i) {
     const std::string& p = traces[i].path;
-    names += (i ? ", " : "") + p.substr(p.find_last_of('/') + 1);
+    names += (i ? ", " : "") + shown(p.substr(p.find_last_of('/') + 1));
   }
-  if (traces.size() > shown) names += fmt::format(", and {} more", traces.size() - shown);
+  if (traces.size() > listed) names += fmt::format(", and {} more", traces.size() - listed);
   return names;
 }
 
@@ -352,7 +385,7 @@ int clear_earlier_traces(const RecordOptions& o, const std::string& output) {
     fmt::print(stderr,
                "peakscope record: {} exists and is {}; record replaces only an earlier peakscope trace and "
                "leaves this as it is, --force or not: choose another -o, or move it away yourself\n",
-               o.output, at_output.what);
+               shown(o.output), at_output.what);
     return kExitBadInput;
   }
   std::vector<EarlierTrace> earlier;
@@ -365,22 +398,22 @@ int clear_earlier_traces(const RecordOptions& o, const std::string& output) {
       fmt::print(stderr,
                  "peakscope record: {} already holds a peakscope trace (an earlier run's); --force replaces it, "
                  "or choose another -o\n",
-                 o.output);
+                 shown(o.output));
     else if (at_output.kind == Existing::Kind::kTrace)
       fmt::print(stderr,
                  "peakscope record: {} already holds a peakscope trace (an earlier run's), and {} more of that run "
                  "lie beside it under this run's names ({}); --force replaces them all, or choose another -o\n",
-                 o.output, companions.size(), list_names(companions));
+                 shown(o.output), companions.size(), list_names(companions));
     else
       fmt::print(stderr,
                  "peakscope record: {} earlier peakscope trace{} beside {} hold this run's names ({}); --force "
                  "removes them, or choose another -o\n",
-                 companions.size(), companions.size() == 1 ? "" : "s", o.output, list_names(companions));
+                 companions.size(), companions.size() == 1 ? "" : "s", shown(o.output), list_names(companions));
     return kExitBadInput;
   }
   for (const EarlierTrace& t : earlier) {
     if (const int err = remove_earlier(t); err != 0) {
-      fmt::print(stderr, "peakscope record: cannot remove the earlier trace {}: {}\n", t.path,
+      fmt::print(stderr, "peakscope record: cannot remove the earlier trace {}: {}\n", shown(t.path),
                  err == EEXIST ? "it changed while record looked at it" : std::strerror(err));
       return kExitBadInput;
     }
@@ -390,13 +423,38 @@ int clear_earlier_traces(const RecordOptions& o, const std::string& output) {
   return 0;
 }
 
-int cannot_write(const std::string& shown, int err) {
-  fmt::print(stderr, "peakscope record: cannot write the trace to {}: {} (errno {})\n", shown, std::strerror(err), err);
+int cannot_write(const std::string& given, int err) {
+  fmt::print(stderr, "peakscope record: cannot write the trace to {}: {} (errno {})\n", shown(given),
+             std::strerror(err), err);
+  return kExitBadInput;
+}
+
+// A path longer than a path may be is refused before anything is looked at:
+// the recorder would refuse it too (it never cuts a name), and record
+// itself makes it absolute, which lengthens a relative one.
+int path_too_long(const std::string& given, const std::string& output) {
+  fmt::print(stderr,
+             "peakscope record: cannot write the trace to {}: its path is {} bytes long{}, over the {} a path may "
+             "have (PATH_MAX); choose a shorter -o\n",
+             shown(given), output.size(), output.size() != given.size() ? " made absolute" : "", kLongestPath);
+  return kExitBadInput;
+}
+
+// A file size limit (RLIMIT_FSIZE, `ulimit -f`) the command inherits that
+// cannot hold even an empty trace: every event would be lost. 0, or exit 2.
+int file_size_limit_too_small(const std::string& given) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= kSmallestTrace)
+    return 0;
+  fmt::print(stderr,
+             "peakscope record: cannot write the trace to {}: the file size limit (RLIMIT_FSIZE, ulimit -f) is {} "
+             "bytes, below the {} the smallest trace takes\n",
+             shown(given), static_cast<uint64_t>(limit.rlim_cur), kSmallestTrace);
   return kExitBadInput;
 }
 
 std::string describe(const WrittenTrace& t) {
-  std::string text = fmt::format("{} ({} bytes, pid {}", t.path, t.bytes, t.header.pid);
+  std::string text = fmt::format("{} ({} bytes, pid {}", shown(t.path), t.bytes, t.header.pid);
   if (t.header.flags & format::kHeaderEndedByExec) text += ", ended by exec";
   return text + ")";
 }
@@ -406,23 +464,53 @@ std::string describe(const WrittenTrace& t) {
 void warn_if_writes_failed(const WrittenTrace& t) {
   if (!(t.header.flags & format::kHeaderWriteFailed)) return;
   uint64_t lost = 0;
+  bool closed = false;
   try {
     struct Ignore : TraceVisitor {
       void on_events(const Event*, size_t, const TraceMeta&) override {}
       void on_end(const TraceMeta& meta, const ReadStatus&) override {
         write_failed = meta.drops[static_cast<size_t>(format::DropReason::kWriteFailed)];
+        clean_end = meta.clean_end;
       }
       uint64_t write_failed = 0;
+      bool clean_end = false;
     } visitor;
     read_trace(t.path, visitor);
     lost = visitor.write_failed;
+    closed = visitor.clean_end;
   } catch (const TraceError&) {
   }
   if (lost)
     fmt::print(stderr, "peakscope: warning: {} events could not be written to {} (write errors: disk full?)\n", lost,
-               t.path);
+               shown(t.path));
+  else if (!closed)
+    // Not even the closing chunk, which carries the drop counts, was
+    // written: a file size limit below the trace's headers, set by the
+    // program, or a full disk. Only the recorder's message has the count.
+    fmt::print(stderr,
+               "peakscope: warning: writes to {} failed and the trace could not be closed (a file size limit, "
+               "RLIMIT_FSIZE, below {} bytes, or a full disk?): the events it lacks are not counted in it; the "
+               "recorder's message above says how many\n",
+               shown(t.path), kSmallestTrace);
   else
-    fmt::print(stderr, "peakscope: warning: writes to {} failed (disk full?); the trace is incomplete\n", t.path);
+    fmt::print(stderr, "peakscope: warning: writes to {} failed (disk full?); the trace is incomplete\n",
+               shown(t.path));
+}
+
+// A file a recorder created and could write nothing into
+// (is_headerless_file). Said, with the likely cause; the exit status is the
+// command's, as for other write errors.
+void warn_headerless(const std::string& given) {
+  rlimit limit{};
+  const bool limited = getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  fmt::print(stderr,
+             "peakscope: warning: {} holds no trace (0 bytes): the recorder could not write even its header ({}); "
+             "every event recorded was lost, and the recorder's message above says how many\n",
+             shown(given),
+             limited ? fmt::format("the file size limit, RLIMIT_FSIZE, was {} bytes here; the command may have "
+                                   "lowered it",
+                                   static_cast<uint64_t>(limit.rlim_cur))
+                     : std::string("a full disk, or a file size limit the command set?"));
 }
 
 }  // namespace
@@ -432,6 +520,8 @@ int cmd_record(int argc, char** argv) {
   if (!parse(argc, argv, o)) return kExitOk;
   const std::string library = find_preload_library();
   const std::string output = absolute(o.output);
+  if (output.size() > kLongestPath) return path_too_long(o.output, output);
+  if (const int code = file_size_limit_too_small(o.output)) return code;
   const time_t started = time(nullptr);
   // A stale trace must not pass for this run's: it is gone (--force), or the run does not start.
   if (const int code = clear_earlier_traces(o, output)) return code;
@@ -451,25 +541,32 @@ int cmd_record(int argc, char** argv) {
 
   WrittenTrace primary;
   const bool have_primary = read_written_trace(output, started, &primary);
-  const std::vector<WrittenTrace> others = sibling_traces(output, started);
+  std::vector<std::string> headerless_others;
+  const std::vector<WrittenTrace> others = sibling_traces(output, started, &headerless_others);
+  // Nothing was at the output before the run (probe_output): an empty file
+  // there now is this run's.
+  const bool headerless = !have_primary && is_headerless_file(output, started);
   if (have_primary) {
-    fmt::print(stderr, "peakscope: trace written to {} ({} bytes{})\n", o.output, primary.bytes,
+    fmt::print(stderr, "peakscope: trace written to {} ({} bytes{})\n", shown(o.output), primary.bytes,
                primary.header.flags & format::kHeaderEndedByExec ? ", ended by exec" : "");
+  } else if (headerless) {
+    warn_headerless(o.output);
   } else if (const int err = probe_output(output); err != 0 && others.empty()) {
     return cannot_write(o.output, err);
   } else if (others.empty()) {
     fmt::print(stderr,
                "peakscope: no trace at {}: the command did not start the recorder "
                "(is it a static binary, or did it clear LD_PRELOAD?)\n",
-               o.output);
+               shown(o.output));
   } else {
-    fmt::print(stderr, "peakscope: no trace at {}\n", o.output);
+    fmt::print(stderr, "peakscope: no trace at {}\n", shown(o.output));
   }
   for (const WrittenTrace& other : others) fmt::print(stderr, "peakscope: trace also written: {}\n", describe(other));
   if (have_primary) warn_if_writes_failed(primary);
   for (const WrittenTrace& other : others) warn_if_writes_failed(other);
+  for (const std::string& path : headerless_others) warn_headerless(path);
   if (WIFSIGNALED(status))
-    fmt::print(stderr, "peakscope: '{}' was killed by signal {} ({})\n", o.command[0], WTERMSIG(status),
+    fmt::print(stderr, "peakscope: '{}' was killed by signal {} ({})\n", shown(o.command[0]), WTERMSIG(status),
                strsignal(WTERMSIG(status)));
   return code;
 }
