@@ -22,14 +22,22 @@ TEST_EXTRA :=
 # The preloaded library: hooks, recorder and the shared event and file format.
 # No libstdc++ beyond headers, no exceptions, no RTTI; it links nothing of the
 # reading half.
-PRELOAD_SRCS := $(wildcard runtime/*.cc) $(wildcard interpose/*.cc) $(wildcard format/*.cc)
+# tools/layers is the one table of layers: the folders tagged "preload" go into
+# it, those tagged "archive" are the reading half below.
+layers_tagged = $(shell sed -n 's/^\([a-z_]*\):[^|]*|.*\<$(1)\>.*/\1/p' tools/layers)
+reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
+# A layer is a top folder: its sources are every .cc under it.
+sources_under = $(sort $(shell find $(1) -name '*.cc' 2>/dev/null))
+PRELOAD_SRCS := $(foreach l,$(call layers_tagged,preload),$(call sources_under,$(l)))
 PRELOAD_FLAGS := -isystem $(CUDA_HOME)/include -fPIC -fno-exceptions -fno-rtti -fvisibility=hidden -ftls-model=initial-exec \
                  -fno-stack-protector -fno-threadsafe-statics -DPSC_PRELOAD
-# The reading half, one archive per layer (README "Architecture"), listed top
-# first: the order a linker needs, and the order tools/lint allows includes in.
-LAYERS := cli exchange estimator pricing analysis traces common format
-layer_dir = $(if $(filter cli,$(1)),tools/cli,$(1))
-layer_srcs = $(filter-out tools/cli/main.cc,$(wildcard $(call layer_dir,$(1))/*.cc))
+# The reading half, one archive per layer tagged "archive" in tools/layers,
+# listed top first: the order a linker needs. "archive=DIR" takes DIR's sources
+# only (tools: tools/cli, less the CLI's main).
+LAYERS := $(strip $(call reverse,$(call layers_tagged,archive)))
+ARCHIVE_DIRS := $(shell sed -n 's/^\([a-z_]*\):.*|.*\<archive=\([^ ]*\).*/\1=\2/p' tools/layers)
+layer_dir = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(ARCHIVE_DIRS))),$(1))
+layer_srcs = $(filter-out tools/cli/main.cc,$(call sources_under,$(call layer_dir,$(1))))
 READ_SRCS := $(foreach l,$(LAYERS),$(call layer_srcs,$(l)))
 SUPPORT_SRCS   := $(wildcard tests/support/*.cc)
 UNIT_SRCS      := $(wildcard tests/unit/*.cc)
@@ -58,7 +66,7 @@ CAPI_MAP := tools/capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: FORCE all deps deps-torch deps-viewers run test unit integration python-tests bench lint format clean
+.PHONY: FORCE all deps deps-torch deps-viewers run test unit integration python-tests bench lint docs format clean
 all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
 # Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
@@ -151,8 +159,13 @@ unit: $(UNIT)
 bench: all $(BENCH)
 	@tools/run-bench
 
-lint:
-	@tools/lint
+# lint also checks that README's generated sections (the layer table, the
+# command table) are what `make docs` writes; the commands' come from the CLI.
+lint: $(CLI)
+	@BUILD=$(BUILD) tools/lint
+
+docs: $(CLI)
+	@BUILD=$(BUILD) tools/docs
 
 format:
 	@clang-format -i $$(git ls-files '*.cc' '*.h')

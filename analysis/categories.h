@@ -1,5 +1,6 @@
 // Liveness categories: why an allocation is live, decided from where it was
-// made and where it died (DESIGN.md "Attribution", the category table). One
+// made and where it died (docs/design.md, "Attribution"; the table is in
+// docs/report.md, "How categories are decided"). One
 // classification for everything downstream: the report's breakdowns, the
 // liveness terms calibration fits and check compares (each category but
 // persistent and forward_scratch is a term of the pricing model), and the

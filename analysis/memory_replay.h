@@ -3,7 +3,8 @@
 // A MemoryReplay takes the alloc/free events of one memory level in trace
 // order and keeps the set of live allocations, keyed by (device, address). Its
 // memory is O(live allocations), never O(events): an allocation is forgotten
-// the moment its lifetime is handed to the sink. Rules (DESIGN.md, event.h):
+// the moment its lifetime is handed to the sink. Rules (format/event.h; docs/report.md,
+// "How live bytes are counted"):
 //   - nested events (made inside another hooked call) and failed ones (no
 //     memory changed hands) do not move live bytes; they are counted;
 //   - a free matches the live allocation at its (device, address); a free that

@@ -1,11 +1,12 @@
 // Range names: what an NVTX / psc range name says about where memory was made.
 //
-// The convention (DESIGN.md "Attribution"): "<phase>/layer.<i>" with phase one
+// The convention (docs/design.md, "Attribution"): "<phase>/layer.<i>" with phase one
 // of forward, recompute, backward, head, optimizer; "head/<name>" and
 // "optimizer/<name>" for the parts outside the decoder; "wave" for a
 // micro-batch. Anything else is "outside". Other trainers (Megatron, ...) name
 // their ranges differently: RangeParser is the seam where an override pattern
-// plugs in (issue 5) without the analysis knowing.
+// plugs in (for a trainer with its own names, e.g. Megatron's) without the
+// analysis knowing.
 #pragma once
 
 #include <cstdint>

@@ -56,12 +56,12 @@ refused() {
 for cmd in record report export import price calibrate check replay; do
   for flag in -h --help; do help "$cmd" "$cmd" "$flag"; done
 done
-# Help wins wherever it comes among the other arguments; price's other mode
-# prints its own usage.
+# Help wins wherever it comes among the other arguments; price's calibration
+# mode prints price's one help (tests/cli/test_help.sh).
 help report report "$TRACE" --json -h
 help export export "$TRACE" --format chrome --help
-help "price --calibration" price --calibration "$CAL" --tokens 100 -h
-help "price --calibration" price --calibration "$CAL" --help
+help price price --calibration "$CAL" --tokens 100 -h
+help price price --calibration "$CAL" --help
 run price -h
 ok=0
 grep -q "^ *peakscope price --calibration" "$TMP/out" && ok=1
@@ -115,5 +115,18 @@ refused "peakscope report: --top: 'q' must be a non-negative integer" report "$T
 refused "peakscope price: --budget: '-0' must be a non-negative integer" price --calibration "$CAL" --budget -0
 refused "peakscope price: --budget: '8EiB' must be a non-negative integer" price --calibration "$CAL" --budget 8EiB
 refused "peakscope price: --budget: '99999999999TiB' is too large" price --calibration "$CAL" --budget 99999999999TiB
+# Every number goes through tools/cli/args.h: the error names the option.
+refused "peakscope export: --wave: 'x' must be a non-negative integer (a wave's number: 0, 1, ...)" \
+  export "$TRACE" --format chrome -o "$TMP/w.json" --wave x
+refused "peakscope export: --wave: ' 1' must be a non-negative integer (a wave's number: 0, 1, ...)" \
+  export "$TRACE" --format chrome -o "$TMP/w.json" --wave " 1"
+refused "peakscope export: --wave: '4294967296' is larger than any wave's number" \
+  export "$TRACE" --format chrome -o "$TMP/w.json" --wave 4294967296
+refused "peakscope calibrate: --safety: '1.5x' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety 1.5x
+refused "peakscope calibrate: --safety: '65' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety 65
+refused "peakscope calibrate: --safety: 'nan' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety nan
+refused "peakscope price: --rank-shares: '0' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares 1,0
+refused "peakscope price: --rank-shares: 'inf' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares inf
+refused "peakscope price: --rank-shares: '' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares 1,
 
 exit $status

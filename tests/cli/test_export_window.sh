@@ -66,6 +66,6 @@ refused "beyond the trace's end" export "$TRACE" -f perfetto -o "$TMP/x" --from 
 refused "\-\-to 1us is before \-\-from 2us" export "$TRACE" -f perfetto -o "$TMP/x" --from 2us --to 1us
 refused "'1.5x' is not a time" export "$TRACE" -f perfetto -o "$TMP/x" --from 1.5x
 refused "\-\-wave cannot be combined" export "$TRACE" -f perfetto -o "$TMP/x" --wave 0 --to 1ms
-refused "\-\-wave takes a wave's number" export "$TRACE" -f perfetto -o "$TMP/x" --wave one
+refused "\-\-wave: 'one' must be a non-negative integer" export "$TRACE" -f perfetto -o "$TMP/x" --wave one
 
 exit $status

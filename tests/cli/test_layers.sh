@@ -11,7 +11,9 @@ trap 'rm -rf "$TMP"' EXIT
 copy() {  # copy NAME: the tree's C++ sources and layer table under $TMP/NAME
   local dest="$TMP/$1"
   mkdir -p "$dest"
-  git ls-files -z -- "*.h" "*.cc" "*.cu" | xargs -0 cp --parents -t "$dest"
+  # Tracked and new files that exist now (a folder may be mid-move).
+  git ls-files -z -co --exclude-standard -- "*.h" "*.cc" "*.cpp" "*.cu" |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | xargs -0 cp --parents -t "$dest"
   mkdir -p "$dest/tools" && cp tools/layers "$dest/tools/"
   echo "$dest"
 }
@@ -52,3 +54,26 @@ expect "layers: a folder the table does not place fails" 1 "extras/: holds C\+\+
 root=$(copy cycle)
 sed -i 's/^format:.*/format: traces/' "$root/tools/layers"
 expect "layers: a cycle in the table fails" 2 "cycle: (format -> traces -> format|traces -> format -> traces)" "$root"
+
+# A layer is a top folder: a subfolder's files belong to it (exchange/ may
+# have exchange/<format>/), and .cpp files are checked like .cc files.
+root=$(copy subfolder)
+mkdir -p "$root/exchange/perfetto"
+printf '#include "estimator/check.h"\n#include "exchange/exporter.h"\n' >"$root/exchange/perfetto/ok.cc"
+expect "layers: a file in a subfolder of a layer may include what its layer may" 0 '^ok layers' "$root"
+printf '#include "tools/cli/commands.h"\n' >"$root/exchange/perfetto/up.h"
+expect "layers: a file in a subfolder of a layer going up fails" 1 \
+  "exchange/perfetto/up.h:1: exchange/ includes tools/, which is not below it" "$root"
+
+root=$(copy cpp)
+printf '#include "tests/support/trace_writer.h"\n' >>"$root/tools/python/peakscope/trace_tracker.cpp"
+expect "layers: a .cpp file going up fails (tools/python/peakscope/trace_tracker.cpp)" 1 \
+  "tools/python/peakscope/trace_tracker.cpp:[0-9]+: tools/ includes tests/" "$root"
+
+root=$(copy relative)
+printf '#include "../estimator/check.h"\n' >>"$root/exchange/exporter.h"
+expect "layers: an include climbing with ../ fails" 1 "exchange/exporter.h:[0-9]+: includes a path with '\\.\\./'" "$root"
+
+root=$(copy nested)
+printf 'exchange/perfetto: estimator\n' >>"$root/tools/layers"
+expect "layers: a table line naming a subfolder is refused" 2 "a layer is a top folder" "$root"

@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -168,4 +173,49 @@ TEST(Converters, ListsSplitAtEveryComma) {
 }
 
 }  // namespace
+TEST(Converters, NumbersAreFiniteDecimalsInRange) {
+  const auto error = [](const char* option, const char* text, double min, double max, const char* what) {
+    try {
+      parse_number(option, text, min, max, what);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(parse_number("--safety", "1.1", 1, 64, "a factor"), 1.1);
+  EXPECT_EQ(parse_number("--safety", "2", 1, 64, "a factor"), 2.0);
+  EXPECT_EQ(parse_number("--safety", "1e1", 1, 64, "a factor"), 10.0);
+  EXPECT_EQ(parse_number("--safety", "64", 1, 64, "a factor"), 64.0);
+  for (const char* bad : {"", "x", "1.5x", " 1", "+2", "0x10", "inf", "nan", "65", "0.5"})
+    EXPECT_EQ(error("--safety", bad, 1, 64, "a factor"), std::string("--safety: '") + bad + "' is not a factor") << bad;
+  EXPECT_EQ(error("--rank-shares", "0", std::numeric_limits<double>::denorm_min(), 1e300, "a positive number"),
+            "--rank-shares: '0' is not a positive number");
+}
+
+TEST(CommandTable, TheParserRefusesAnOptionTheTableDoesNotList) {
+  ArgParser args(command_spec("report"));
+  bool json = false;
+  args.flag({"--json"}, &json);
+  EXPECT_THROW(args.flag({"--not-in-the-table"}, &json), std::logic_error);
+  EXPECT_THROW(command_spec("no-such-command"), std::logic_error);
+}
+
+TEST(CommandTable, EveryEntryIsWellFormed) {
+  std::vector<std::string> names;
+  for (const CommandSpec& c : command_table()) {
+    EXPECT_EQ(std::count(names.begin(), names.end(), c.name), 0) << c.name;
+    names.push_back(c.name);
+    EXPECT_NE(c.run, nullptr) << c.name;
+    EXPECT_FALSE(c.forms.empty()) << c.name;
+    for (const std::string& form : c.forms) EXPECT_EQ(form.rfind(c.name + " ", 0), 0u) << form;
+    EXPECT_EQ(c.about.find('\n'), std::string::npos) << c.name;
+    for (const OptionSpec& o : c.options) {
+      EXPECT_FALSE(o.help.empty() || o.help.find('\n') != std::string::npos) << c.name;
+      for (const std::string& n : o.names) EXPECT_EQ(n[0], '-') << c.name;
+    }
+    std::istringstream lines(usage_text(c));
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100u) << line;
+  }
+}
+
 }  // namespace psc::cli

@@ -1,5 +1,6 @@
 // Hand-worked cases of the pricing model. Each expected figure is derived in the
-// comment next to it from DESIGN.md's semantics, not read off the code.
+// comment next to it from the model's stated semantics (docs/design.md, "The
+// pricing model"; docs/pricing.md, "The model"), not read off the code.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
@@ -16,13 +19,32 @@ namespace psc::cli {
 ArgParser::ArgParser(std::string usage, std::string help_extra)
     : usage_(std::move(usage)), help_extra_(std::move(help_extra)) {}
 
-void ArgParser::flag(std::vector<std::string> names, bool* set) { options_.push_back({std::move(names), set, {}}); }
+ArgParser::ArgParser(const CommandSpec& command, std::string help_extra)
+    : usage_(usage_text(command)), help_extra_(std::move(help_extra)), command_spec_(&command) {}
+
+void ArgParser::check_listed(const std::vector<std::string>& names) const {
+  if (!command_spec_) return;
+  for (const std::string& name : names) {
+    bool listed = false;
+    for (const OptionSpec& o : command_spec_->options)
+      listed = listed || std::find(o.names.begin(), o.names.end(), name) != o.names.end();
+    if (!listed)
+      throw std::logic_error(fmt::format("option '{}' is missing from the entry of '{}' in tools/cli/command_table.cc",
+                                         name, command_spec_->name));
+  }
+}
+
+void ArgParser::flag(std::vector<std::string> names, bool* set) {
+  check_listed(names);
+  options_.push_back({std::move(names), set, {}});
+}
 
 void ArgParser::option(std::vector<std::string> names, std::string* value) {
   option(std::move(names), [value](const std::string&, const std::string& text) { *value = text; });
 }
 
 void ArgParser::option(std::vector<std::string> names, OptionHandler handler) {
+  check_listed(names);
   options_.push_back({std::move(names), nullptr, std::move(handler)});
 }
 
@@ -64,8 +86,13 @@ bool ArgParser::parse(int argc, char** argv) {
       break;
     }
     if (a == "-h" || a == "--help") {
-      fmt::print("{}\n", usage_);
-      if (!help_extra_.empty()) fmt::print("{}\n", help_extra_);
+      if (command_spec_) {
+        fmt::print("{}", help_text(*command_spec_));
+        if (!help_extra_.empty()) fmt::print("\n{}\n", help_extra_);
+      } else {
+        fmt::print("{}\n", usage_);
+        if (!help_extra_.empty()) fmt::print("{}\n", help_extra_);
+      }
       return false;
     }
     if (a.size() < 2 || a[0] != '-') {
@@ -116,6 +143,15 @@ int64_t parse_bytes(const std::string& option, const std::string& text) {
     }
   }
   return parse_count(option, text);
+}
+
+double parse_number(const std::string& option, const std::string& text, double min, double max, const char* what) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::general);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value) || !(value >= min && value <= max))
+    throw UsageError(fmt::format("{}: '{}' is not {}", option, text, what));
+  return value;
 }
 
 std::vector<std::string> expand_trace_folders(const std::vector<std::string>& inputs, bool* had_folder) {

@@ -19,6 +19,8 @@
 
 namespace psc::cli {
 
+struct CommandSpec;
+
 class ArgParser {
  public:
   // Called with the option as typed (one of its names) and its value.
@@ -27,6 +29,11 @@ class ArgParser {
   // `usage` ends every error (unless one_line_errors) and heads -h; `help_extra`
   // follows it on -h only (the export formats, price's other mode).
   explicit ArgParser(std::string usage, std::string help_extra = "");
+  // The usage and the -h text from the command's entry in the command table
+  // (tools/cli/command_table.h); `help_extra` follows it on -h. Declaring an
+  // option the entry does not list throws std::logic_error: the table is the
+  // one place options are written down.
+  explicit ArgParser(const CommandSpec& command, std::string help_extra = "");
 
   // A flag sets *set to true; an option takes the next argument, whatever it
   // starts with, as its value.
@@ -63,10 +70,12 @@ class ArgParser {
     OptionHandler handler;
   };
   const Option* find(const std::string& name) const;
+  void check_listed(const std::vector<std::string>& names) const;
   void take_positional(const std::string& word);
 
   std::string usage_;
   std::string help_extra_;
+  const CommandSpec* command_spec_ = nullptr;
   bool one_line_errors_ = false;
   std::vector<Option> options_;
   std::string* positional_ = nullptr;
@@ -85,6 +94,11 @@ int64_t parse_count(const std::string& option, const std::string& text, const ch
 
 // Bytes, optionally with a binary unit: 80GiB, 64MiB, 4096.
 int64_t parse_bytes(const std::string& option, const std::string& text);
+
+// A finite decimal number ("1.1", "2", "1e-3"; no sign other than a leading
+// '-', no spaces, no hex, no inf or nan) within [min, max]:
+// "OPTION: 'TEXT' is not WHAT" otherwise ("a positive number", ...).
+double parse_number(const std::string& option, const std::string& text, double min, double max, const char* what);
 
 // "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""}.
 std::vector<std::string> split_list(const std::string& text);

@@ -1,6 +1,4 @@
-// peakscope export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json]
-//                  [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]
-//                  [--from T0] [--to T1] [--wave N] [--summary]
+// `peakscope export` (its command line: tools/cli/command_table.cc).
 //
 // Writes a trace in another tool's format (docs/viewers.md). Several traces,
 // or a folder, are a run (traces/run.h): perfetto, chrome and nsys-sqlite
@@ -28,20 +26,11 @@
 #include "exchange/exporter.h"
 #include "exchange/run_window.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: peakscope export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json]\n"
-    "                        [--nvtxt-time-base BASE] [--nvtxt-align REPORT.sqlite]\n"
-    "                        [--from T0] [--to T1] [--wave N] [--summary]";
-
-constexpr const char* kWindowHelp =
-    "windows: --from/--to T (1.5s, 200ms, 30us, 100ns) count from the trace's first event; of a run,\n"
-    "  from the run's earliest event on its clock. --wave N: wave N's span; of a run, from the first\n"
-    "  rank's push to the last rank's pop of wave N. --summary: counters and ranges, no allocations.\n";
 
 struct ExportArgs {
   ExportOptions options;
@@ -72,7 +61,7 @@ uint64_t duration_option(const char* name, const std::string& text) {
   std::vector<std::string> inputs;
   std::string format, from, to, wave;
   bool summary = false;
-  ArgParser args(kUsage, kWindowHelp + format_list());
+  ArgParser args(command_spec("export"), format_list());
   args.option({"--format", "-f"}, &format);
   args.option({"-o", "--output"}, &o.output);
   args.option({"--calibration"}, &o.calibration);
@@ -88,10 +77,8 @@ uint64_t duration_option(const char* name, const std::string& text) {
   if (!from.empty()) window->from_ns = duration_option("--from", from);
   if (!to.empty()) window->to_ns = duration_option("--to", to);
   if (!wave.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(wave.c_str(), &end, 10);
-    if (*end != '\0' || n < 0 || n > INT32_MAX)
-      throw UsageError("--wave takes a wave's number (0, 1, ...), not '" + wave + "'");
+    const int64_t n = parse_count("--wave", wave, "(a wave's number: 0, 1, ...)");
+    if (n > INT32_MAX) throw UsageError("--wave: '" + wave + "' is larger than any wave's number");
     window->wave = static_cast<int32_t>(n);
   }
   window->summary = summary;
@@ -103,7 +90,7 @@ uint64_t duration_option(const char* name, const std::string& text) {
   a.traces = expand_trace_folders(inputs, &a.run);
   a.run = a.run || a.traces.size() > 1 || !a.run_id.empty();
   o.trace = a.traces.front();
-  if (format.empty()) throw UsageError(std::string("no --format given\n") + kUsage + "\n" + format_list());
+  if (format.empty()) throw UsageError("no --format given\n" + args.usage() + "\n" + format_list());
   *exporter = find_exporter(format);
   if (!*exporter) throw UsageError("unknown format '" + format + "'\n" + format_list());
   if (o.output.empty()) args.fail("no output given (-o OUT)");

@@ -1,4 +1,4 @@
-// peakscope import FILE --from FMT -o TRACE [--pid PID]
+// `peakscope import` (its command line: tools/cli/command_table.cc).
 //
 // Converts another tool's file into a .pstrace that report, calibrate and
 // check read (docs/viewers.md). Progress on stderr as every command's
@@ -14,12 +14,11 @@
 #include "common/progress.h"
 #include "exchange/exporter.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
-
-constexpr const char* kUsage = "usage: peakscope import FILE --from FMT -o TRACE [--pid PID]";
 
 std::string format_list() {
   std::string s = "formats:";
@@ -30,7 +29,7 @@ std::string format_list() {
 // False for -h: the usage and the formats are printed.
 [[nodiscard]] bool parse(int argc, char** argv, ImportOptions& o, const Importer** importer) {
   std::string format;
-  ArgParser args(kUsage, format_list());
+  ArgParser args(command_spec("import"), format_list());
   args.option({"--from", "-f"}, &format);
   args.option({"-o", "--output"}, &o.output);
   args.option({"--pid"}, [&](const std::string& name, const std::string& value) {
@@ -42,7 +41,7 @@ std::string format_list() {
   args.positional(&o.input, "file");
   if (!args.parse(argc, argv)) return false;
   if (o.input.empty()) args.fail("no input file given");
-  if (format.empty()) throw UsageError(std::string("no --from given\n") + kUsage + "\n" + format_list());
+  if (format.empty()) throw UsageError("no --from given\n" + args.usage() + "\n" + format_list());
   *importer = find_importer(format);
   if (!*importer) throw UsageError("unknown format '" + format + "'\n" + format_list());
   if (o.output.empty()) args.fail("no output given (-o TRACE)");

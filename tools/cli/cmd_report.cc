@@ -1,4 +1,4 @@
-// peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]
+// `peakscope report` (its command line: tools/cli/command_table.cc).
 //
 // Peak, where it was reached, what is live at it by category, layer and range,
 // and each wave's baseline and peak. Several traces, or a folder of them (the
@@ -24,12 +24,11 @@
 #include "common/progress.h"
 #include "estimator/liveness.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
-
-constexpr const char* kUsage = "usage: peakscope report TRACE... | DIR [--run ID] [--json] [--top N] [--timeline N]";
 
 struct ReportOptions {
   std::vector<std::string> inputs;
@@ -43,7 +42,7 @@ struct ReportOptions {
 
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse(int argc, char** argv, ReportOptions& o) {
-  ArgParser args(kUsage);
+  ArgParser args(command_spec("report"));
   args.flag({"--json"}, &o.json);
   args.option({"--run"}, &o.run_id);
   args.option({"--top"}, [&](const std::string& name, const std::string& value) {
