@@ -41,7 +41,26 @@ WavePayload parse_wave_payload(std::string_view text) {
     return p;
   }
   p.tokens = integer_field(j, "tokens", &p.error);
-  p.groups = integer_field(j, "groups", &p.error);
+  if (auto it = j.find("groups"); it != j.end() && it->is_array()) {
+    // Each group's own size (the list form): the count, and the tokens when
+    // the payload leaves them to the groups.
+    int64_t sum = 0;
+    for (const auto& group : *it) {
+      const std::optional<int64_t> tokens = group.is_object() ? integer_field(group, "tokens", &p.error) : std::nullopt;
+      if (!tokens || *tokens <= 0) {
+        if (p.error.empty()) p.error = "\"groups\" lists a group without a positive \"tokens\"";
+        sum = -1;
+        break;
+      }
+      sum += *tokens;
+    }
+    if (sum >= 0) {
+      p.groups = static_cast<int64_t>(it->size());
+      if (!p.tokens) p.tokens = sum;
+    }
+  } else {
+    p.groups = integer_field(j, "groups", &p.error);
+  }
   if (auto it = j.find("cold"); it != j.end() && !it->is_null()) {
     if (it->is_boolean())
       p.cold = it->get<bool>();

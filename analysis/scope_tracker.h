@@ -37,6 +37,9 @@
 namespace psc {
 
 // The wave mark's JSON: {"tokens":..,"slots":[..],"groups":..,"cold":..}.
+// `groups` is a count of equal parts, or a list of each group's
+// {"tokens", "sequence_lengths", "slot"} (its count here; liveness reads
+// the sizes from the raw text).
 // Fields that are absent or of the wrong type stay empty; the raw text is kept
 // so a report can show everything the trainer wrote (split children, ...).
 struct WavePayload {

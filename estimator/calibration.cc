@@ -583,6 +583,61 @@ void index_repeats(Calibration& c) {
   c.moments->after_same_as = repeats(c.moments->after_gradient);
 }
 
+namespace {
+
+// What a wave shows of one group at a time: itself when it has one group;
+// its runs when it has several and its backward cut into them; nothing
+// otherwise (its terms mix its groups').
+std::vector<const WaveLiveness*> one_group_parts(const WaveLiveness& w) {
+  std::vector<const WaveLiveness*> out;
+  if (w.groups <= 1) {
+    out.push_back(&w);
+  } else {
+    for (const WaveLiveness& run : w.runs) out.push_back(&run);
+  }
+  return out;
+}
+
+// A wave of equal groups whose backward did not cut into runs: each group
+// holds its share of the boundaries and of the head state; the recomputed
+// layer's workspace and the gradient flowing between layers are one group's
+// (one backward runs at a time). Its output and moments show the other
+// groups' head state: they are left out.
+void add_equal_parts(const WaveLiveness& w, size_t layers, std::vector<Samples>& boundary, Samples& workspace,
+                     Samples& input_gradient, Samples& head_saved) {
+  const WaveSize per_group = group_size(w);
+  const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
+  for (size_t i = 0; i < layers; ++i)
+    boundary[i].push_back({per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0});
+  workspace.push_back({per_group, w.workspace_bytes});
+  input_gradient.push_back({per_group, w.input_gradient_bytes});
+  head_saved.push_back({per_group, w.head_saved_bytes / groups});
+}
+
+WaveResiduals residuals_of(const Calibration& c, const std::string& path, const WaveLiveness& w) {
+  const WaveSize size = w.size();
+  WaveResiduals r{path, w.index, w.tokens, size.square_tokens, w.cold, {}};
+  uint64_t retained = 0;
+  double retained_fit = 0;
+  for (size_t i = 0; i < c.boundary.size() && i < w.boundary_bytes.size(); ++i) {
+    retained += w.boundary_bytes[i];
+    retained_fit += c.boundary[i].line(size);
+  }
+  r.terms.push_back({"retained", retained, retained_fit});
+  r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(size)});
+  if (c.workspace_after_gradient && w.workspace_after_gradient_bytes >= 0)
+    r.terms.push_back({"workspace_after_gradient", static_cast<uint64_t>(w.workspace_after_gradient_bytes),
+                       c.workspace_after_gradient->line(size)});
+  r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(size)});
+  r.terms.push_back({"output", w.output_bytes, c.output.line(size)});
+  if (c.moments)
+    add_moment_residuals(*c.moments, w, size,
+                         w.slots.size() == 1 ? c.slot_gradients(w.slots[0]) : std::vector<uint64_t>{}, r);
+  return r;
+}
+
+}  // namespace
+
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
                       const std::function<bool(const WaveLiveness&)>& use) {
   Calibration c;
@@ -591,7 +646,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
   const size_t layers = static_cast<size_t>(c.layers);
 
   std::vector<Samples> boundary(layers);
-  Samples workspace, workspace_after, input_gradient, output, head_saved;
+  Samples workspace, workspace_after, input_gradient, output, head_saved, waiting;
   MomentSamples moments(layers);
   for (const Liveness& t : traces) {
     c.traces.push_back(t.path);
@@ -601,32 +656,28 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       if (use && !use(w)) continue;
       ++c.waves;
-      const WaveSize per_group = group_size(w);
-      const uint64_t groups = static_cast<uint64_t>(std::max<int64_t>(1, w.groups));
-      for (size_t i = 0; i < layers; ++i)
-        boundary[i].push_back({per_group, i < w.boundary_bytes.size() ? w.boundary_bytes[i] / groups : 0});
-      // Groups run their backward one at a time: the recomputed layer's
-      // workspace and the gradient flowing between layers are one group's.
-      workspace.push_back({per_group, w.workspace_bytes});
-      if (w.workspace_after_gradient_bytes >= 0)
-        workspace_after.push_back({per_group, static_cast<uint64_t>(w.workspace_after_gradient_bytes)});
-      input_gradient.push_back({per_group, w.input_gradient_bytes});
-      // A wave of several groups shows the other groups' head state in its
-      // output; one group's own output is fitted from waves of one group.
-      // Moments likewise: a wave of one group shows one group's moments.
-      if (w.groups <= 1) {
-        output.push_back({per_group, w.output_bytes});
-        moments.add(w, per_group);
+      for (const WaveLiveness* part : one_group_parts(w)) {
+        const WaveSize size = part->size();
+        for (size_t i = 0; i < layers; ++i)
+          boundary[i].push_back({size, i < part->boundary_bytes.size() ? part->boundary_bytes[i] : 0});
+        workspace.push_back({size, part->workspace_bytes});
+        if (part->workspace_after_gradient_bytes >= 0)
+          workspace_after.push_back({size, static_cast<uint64_t>(part->workspace_after_gradient_bytes)});
+        input_gradient.push_back({size, part->input_gradient_bytes});
+        output.push_back({size, part->output_bytes});
+        moments.add(*part, size);
+        head_saved.push_back({size, part->head_saved_bytes});
+        if (part->waiting_bytes >= 0) waiting.push_back({size, static_cast<uint64_t>(part->waiting_bytes)});
+        // Exact: what this slot's backward made, per layer.
+        if (part->slots.size() == 1) {
+          std::vector<uint64_t>& slot = c.adapter_gradient_bytes[part->slots[0]];
+          slot.resize(layers, 0);
+          for (size_t i = 0; i < layers && i < part->pending_gradient_bytes.size(); ++i)
+            slot[i] = std::max(slot[i], part->pending_gradient_bytes[i]);
+        }
       }
-      head_saved.push_back({per_group, w.head_saved_bytes});
-      // Exact: what this slot's backward made, per layer. Waves of several
-      // slots cannot say which slot made which gradient; they are left out.
-      if (w.slots.size() == 1) {
-        std::vector<uint64_t>& slot = c.adapter_gradient_bytes[w.slots[0]];
-        slot.resize(layers, 0);
-        for (size_t i = 0; i < layers && i < w.pending_gradient_bytes.size(); ++i)
-          slot[i] = std::max(slot[i], w.pending_gradient_bytes[i]);
-      }
+      if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
+        add_equal_parts(w, layers, boundary, workspace, input_gradient, head_saved);
       if (w.cold && w.warm_twin >= 0) {
         const WaveLiveness& warm = t.waves[static_cast<size_t>(w.warm_twin)];
         ++c.first_execution_pairs;
@@ -659,33 +710,14 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
   c.input_gradient = fit_growth(input_gradient);
   c.output = fit_growth(output);
   c.head_saved = fit_growth(head_saved);
+  if (!waiting.empty()) c.waiting = fit_growth(waiting);
   c.moments = fit_moments(moments);
 
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
       if (use && !use(w)) continue;
-      WaveResiduals r{t.path, w.index, w.tokens, w.size().square_tokens, w.cold, {}};
-      uint64_t retained = 0;
-      double retained_fit = 0;
-      const WaveSize per_group = group_size(w);
-      for (size_t i = 0; i < layers && i < w.boundary_bytes.size(); ++i) {
-        retained += w.boundary_bytes[i];
-        retained_fit += c.boundary[i].line(per_group) * static_cast<double>(std::max<int64_t>(1, w.groups));
-      }
-      r.terms.push_back({"retained", retained, retained_fit});
-      r.terms.push_back({"workspace", w.workspace_bytes, c.workspace.line(per_group)});
-      if (c.workspace_after_gradient && w.workspace_after_gradient_bytes >= 0)
-        r.terms.push_back({"workspace_after_gradient", static_cast<uint64_t>(w.workspace_after_gradient_bytes),
-                           c.workspace_after_gradient->line(per_group)});
-      r.terms.push_back({"input_gradient", w.input_gradient_bytes, c.input_gradient.line(per_group)});
-      r.terms.push_back({"output", w.output_bytes,
-                         c.output.line(per_group) +
-                             static_cast<double>(std::max<int64_t>(0, w.groups - 1)) * c.head_saved.line(per_group)});
-      if (c.moments && w.groups <= 1)
-        add_moment_residuals(*c.moments, w, per_group,
-                             w.slots.size() == 1 ? c.slot_gradients(w.slots[0]) : std::vector<uint64_t>{}, r);
-      c.residuals.push_back(std::move(r));
+      for (const WaveLiveness* part : one_group_parts(w)) c.residuals.push_back(residuals_of(c, t.path, *part));
     }
   }
   index_repeats(c);
@@ -721,6 +753,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["input_gradient"] = term_to_json(c.input_gradient);
   j["output"] = term_to_json(c.output);
   j["head_saved"] = term_to_json(c.head_saved);
+  if (c.waiting) j["waiting"] = term_to_json(*c.waiting);
   if (c.moments) {
     Json before = Json::array(), after = Json::array();
     for (const MomentFit& m : c.moments->before_gradient) before.push_back(moment_to_json(m));
@@ -781,6 +814,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.input_gradient = term_from_json(field(j, "input_gradient", where), where + ".input_gradient");
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
+  if (j.contains("waiting")) c.waiting = term_from_json(j["waiting"], where + ".waiting");
   if (version >= 2 && j.contains("moments") && !j["moments"].is_null()) {
     const Json& m = j["moments"];
     const std::string at = where + ".moments";

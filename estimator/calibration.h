@@ -1,5 +1,5 @@
 // Calibration: the pricing model's terms fitted per model from traced waves
-// (DESIGN.md "The pricing model"; issue 5). What `peakscope calibrate` writes
+// (docs/design.md, "Calibrated prices: waves never recorded"). What `peakscope calibrate` writes
 // and `peakscope check` prices with.
 //
 // Size-dependent terms (each layer's boundary, the workspace of the
@@ -100,9 +100,7 @@ struct Calibration {
   double safety_factor = 1.1;  // the flat factor, when the margin is not derived
   Margin margin;
   // The factor a wave's required bytes take over its raw bytes.
-  double factor(int64_t group_tokens) const {
-    return margin.derived ? margin.factor(group_tokens) : safety_factor;
-  }
+  double factor(int64_t group_tokens) const { return margin.derived ? margin.factor(group_tokens) : safety_factor; }
   std::vector<GrowthTerm> boundary;        // per decoder layer, per group's tokens
   std::vector<uint32_t> boundary_same_as;  // as MomentFits::before_same_as
   GrowthTerm workspace;
@@ -116,6 +114,11 @@ struct Calibration {
   GrowthTerm input_gradient;
   GrowthTerm output;      // per group, from waves of one group
   GrowthTerm head_saved;  // per group: held by each group whose backward has not run
+  // What a group holds beside its boundaries while another group's backward
+  // runs, measured on the runs of waves of several groups that waited
+  // (WaveLiveness::waiting_bytes). Absent without such runs: head_saved
+  // stands for it (the most the head held before the backward, a bound).
+  std::optional<GrowthTerm> waiting;
   // Absent in calibrations without waves of one group (or written before
   // moments were measured): prices then charge the sum of the terms' maxima.
   std::optional<MomentFits> moments;

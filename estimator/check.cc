@@ -45,18 +45,44 @@ int64_t measured_moment(const WaveLiveness& w, const pricing::PeakLocation& peak
   return -1;
 }
 
+// The run of the group the price names, when the wave was cut into runs:
+// its own moments, not the wave's (which hold the other groups' state too).
+const WaveLiveness& moments_of(const WaveLiveness& w, const pricing::PeakLocation& peak) {
+  for (const WaveLiveness& run : w.runs)
+    if (run.group == peak.group) return run;
+  return w;
+}
+
+// A payload that gave a count of groups is priced as equal parts; when the
+// runs' boundaries say the groups differ, it says so.
+std::vector<std::string> group_warnings(const WaveLiveness& w) {
+  if (!w.group_list.empty() || w.runs.size() < 2) return {};
+  uint64_t least = UINT64_MAX, most = 0;
+  for (const WaveLiveness& run : w.runs) {
+    uint64_t retained = 0;
+    for (uint64_t b : run.boundary_bytes) retained += b;
+    least = std::min(least, retained);
+    most = std::max(most, retained);
+  }
+  if (least == 0 || static_cast<double>(most) <= 1.25 * static_cast<double>(least)) return {};
+  return {
+      fmt::format("the payload gives {} groups (equal parts), but their boundaries differ {:.1f}-fold: "
+                  "give each group's size (peakscope.group)",
+                  w.groups, static_cast<double>(most) / static_cast<double>(least))};
+}
+
 }  // namespace
 
 pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool floor_only) {
   // The margin's distance beyond the calibrated sizes: the largest group's.
-  int64_t group_tokens = group_size(w.size(), w.groups).tokens;
+  int64_t group_tokens = w.largest_group_tokens();
   for (const WaveLiveness::Child& child : w.children)
     group_tokens = std::max(group_tokens, child.tokens / std::max<int64_t>(1, child.groups));
   pricing::Plan plan = calibrated_plan(c, w.cold, group_tokens);
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {
-    plan.forwards.push_back(calibrated_forward(c, w.size(), w.groups, w.slots, floor_only, live_at_start));
+    plan.forwards.push_back(calibrated_forward(c, w.group_sizes(), w.slots, floor_only, live_at_start));
     return plan;
   }
   if (one_backward_of_one_slot_set(w)) {
@@ -77,7 +103,7 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   for (const WaveLiveness::Child& child : w.children) {
     std::vector<uint64_t> live(static_cast<size_t>(c.layers), 0);
     plan.forwards.push_back(
-        calibrated_forward(summed, unpacked(child.tokens), child.groups, child.slots, floor_only, live));
+        calibrated_forward(summed, equal_groups(unpacked(child.tokens), child.groups), child.slots, floor_only, live));
   }
   return plan;
 }
@@ -102,10 +128,15 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     row.measured_peak_bytes = w.measured_peak_bytes;
     row.peak_range = w.peak_range;
     const pricing::Plan plan = plan_for_wave(c, w, false);
-    row.square_tokens = w.size().square_tokens;
+    row.square_tokens = 0;
+    for (const WaveSize& size : w.group_sizes()) row.square_tokens += size.square_tokens;
+    row.warnings = group_warnings(w);
     row.price = pricing::price(plan);
     row.margin = plan.safety_factor - 1.0;
-    row.outside = c.workspace.outside_features(group_size(w.size(), w.groups));
+    for (const WaveSize& size : w.group_sizes())
+      for (std::string& feature : c.workspace.outside_features(size))
+        if (std::find(row.outside.begin(), row.outside.end(), feature) == row.outside.end())
+          row.outside.push_back(std::move(feature));
     row.floor_price = pricing::price(plan_for_wave(c, w, true));
     row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);
     row.admitted_error = error_of(row.price.required_bytes, w.measured_peak_bytes);
@@ -123,7 +154,7 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
         {"retained", retained, static_cast<double>(k.retained)},
         {"pending_gradient", pending, static_cast<double>(pending_priced)},
     };
-    const int64_t moment = measured_moment(w, row.price.peak);
+    const int64_t moment = measured_moment(moments_of(w, row.price.peak), row.price.peak);
     if (row.price.peak.moment != pricing::Moment::kNone && moment >= 0) {
       // What the wave held at the moment the price names, against what the
       // price charged there.

@@ -1,4 +1,4 @@
-// Accuracy check (DESIGN.md "Accuracy is measured, never asserted"): for every
+// Accuracy check (docs/design.md, "Accuracy is measured, never asserted"): for every
 // wave of a trace, the plan the calibration and the wave's payload give, priced
 // by the pricing library, against the wave's measured peak.
 //
@@ -42,6 +42,9 @@ struct CheckRow {
   // The features of the wave's groups outside the calibrated sizes
   // (GrowthTerm::outside_features), naming what a miss extrapolated in.
   std::vector<std::string> outside;
+  // What the wave's payload left check to assume and the trace says
+  // otherwise (groups of evidently different sizes given as a count).
+  std::vector<std::string> warnings;
   double floor_raw_error = 0;
   // Per term: measured in this wave versus what the plan charged: retained,
   // pending_gradient, then with moments the moment the price names

@@ -21,6 +21,7 @@ Json check_row_to_json(const CheckRow& r, bool floor_only) {
   j["admitted_error"] = r.admitted_error_of(floor_only);
   j["margin"] = r.margin;
   j["outside"] = r.outside;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   j["floor_raw_bytes"] = r.floor_price.raw_bytes;
   j["floor_raw_error"] = r.floor_raw_error;
   j["peak_range"] = r.peak_range;

@@ -1,4 +1,5 @@
-// How a calibrated quantity grows with the wave (issue 11; docs/accuracy.md).
+// How a calibrated quantity grows with the wave (docs/design.md, "Calibrated
+// prices: waves never recorded"; docs/accuracy.md, "What is calibrated, and how").
 //
 // A wave's size is two features of one gradient group: its tokens t, and the
 // sum of its sequences' squared lengths s (t² for one unpacked sequence; what

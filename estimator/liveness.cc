@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -272,6 +273,197 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   w->pending_gradient_max_live_bytes = max[static_cast<size_t>(Category::kAdapterGradient)];
 }
 
+// Where each group's run of the backward begins: the backward walks a
+// group's layers from the top down, so layer work (a workspace or gradient
+// allocation of a layer) at a higher layer than the one before begins the
+// next group; that group's head backward (its first output-term allocation
+// since the previous run's last layer work) begins it earlier when there is
+// one. `first_work[k]` is run k's first layer work. Returns the run starts
+// (run 0 at `backward_start`); fewer or more runs than `groups` give none.
+struct RunCuts {
+  std::vector<uint64_t> start, first_work;
+};
+RunCuts cut_runs(const std::vector<Made*>& made, uint64_t backward_start, size_t groups) {
+  std::vector<const Made*> order(made.begin(), made.end());
+  std::sort(order.begin(), order.end(),
+            [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+  RunCuts cuts;
+  int32_t layer = -1;
+  uint64_t last_work = 0;
+  uint64_t head_begins = UINT64_MAX;  // the first output-term allocation since the last layer work
+  for (const Made* m : order) {
+    if (m->alloc_ordinal < backward_start) continue;
+    const bool work =
+        (m->category == Category::kWorkspace || m->category == Category::kAdapterGradient) && m->layer >= 0;
+    if (!work) {
+      if (m->category == Category::kOutput && !cuts.start.empty() && head_begins == UINT64_MAX &&
+          m->alloc_ordinal > last_work)
+        head_begins = m->alloc_ordinal;
+      continue;
+    }
+    if (cuts.start.empty() || m->layer > layer) {
+      cuts.start.push_back(cuts.start.empty() ? backward_start : std::min(head_begins, m->alloc_ordinal));
+      cuts.first_work.push_back(m->alloc_ordinal);
+    }
+    layer = m->layer;
+    last_work = m->alloc_ordinal;
+    head_begins = UINT64_MAX;
+  }
+  if (cuts.start.size() != groups) return {};
+  return cuts;
+}
+
+// The run an allocation belongs to by when the backward used it: one made
+// during the backward, the run it was made in; one made before it, the run
+// that freed it (its boundaries, its head state). -1: made before the
+// backward and never freed by it (a forward temporary, or what outlives the
+// wave): the forward that made it says whose it is (forward_segments).
+int run_by_backward(const Made& m, const RunCuts& cuts) {
+  auto in = [&](uint64_t ordinal) {
+    return static_cast<int>(std::upper_bound(cuts.start.begin(), cuts.start.end(), ordinal) - cuts.start.begin()) - 1;
+  };
+  if (m.alloc_ordinal >= cuts.start.front()) return in(m.alloc_ordinal);
+  return m.end_ordinal == UINT64_MAX || m.end_ordinal < cuts.start.front() ? -1 : in(m.end_ordinal);
+}
+
+// Where each group's forward begins, in forward order: the forward walks a
+// group's layers from the bottom up, so an allocation of a lower layer than
+// the one before (the next group's embedding output, its first layer's
+// boundary) begins the next group. Fewer or more forwards than `groups` give
+// none.
+std::vector<uint64_t> forward_segments(const std::vector<Made*>& made, uint64_t backward_start, size_t groups) {
+  std::vector<const Made*> order;
+  for (const Made* m : made)
+    if (m->alloc_ordinal < backward_start && m->layer >= 0) order.push_back(m);
+  std::sort(order.begin(), order.end(),
+            [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+  std::vector<uint64_t> starts;
+  int32_t layer = -1;
+  for (const Made* m : order) {
+    if (starts.empty() || m->layer < layer) starts.push_back(starts.empty() ? 0 : m->alloc_ordinal);
+    layer = m->layer;
+  }
+  if (starts.size() != groups) return {};
+  return starts;
+}
+
+// Which group ran as run k: the payload's backward_order; else, for groups
+// of different sizes, the run holding the k-th largest boundaries is the
+// group with the k-th most tokens (squares breaking ties): boundaries grow
+// with a group's tokens.
+std::vector<size_t> groups_of_runs(const WaveLiveness& w, const std::vector<uint64_t>& retained) {
+  std::vector<size_t> out(retained.size());
+  if (w.backward_order.size() == retained.size()) {
+    for (size_t k = 0; k < retained.size(); ++k) out[k] = static_cast<size_t>(w.backward_order[k]);
+    return out;
+  }
+  const std::vector<WaveSize> sizes = w.group_sizes();
+  std::vector<size_t> by_size(sizes.size()), by_boundary(retained.size());
+  std::iota(by_size.begin(), by_size.end(), size_t{0});
+  std::iota(by_boundary.begin(), by_boundary.end(), size_t{0});
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    return std::tie(sizes[a].tokens, sizes[a].square_tokens) < std::tie(sizes[b].tokens, sizes[b].square_tokens);
+  });
+  std::stable_sort(by_boundary.begin(), by_boundary.end(),
+                   [&](size_t a, size_t b) { return retained[a] < retained[b]; });
+  for (size_t i = 0; i < retained.size(); ++i) out[by_boundary[i]] = by_size[i];
+  return out;
+}
+
+// The most bytes of the moment terms (workspace, input gradient, output,
+// forward scratch) live together among `made` at any ordinal in [from, to).
+int64_t most_rest_live(const std::vector<Made*>& made, uint64_t from, uint64_t to) {
+  std::vector<std::pair<uint64_t, int64_t>> changes;
+  for (const Made* m : made) {
+    const bool rest = m->category == Category::kWorkspace || m->category == Category::kInputGradient ||
+                      m->category == Category::kOutput || m->category == Category::kForwardScratch;
+    if (!rest || m->alloc_ordinal >= to || m->end_ordinal < from) continue;
+    changes.emplace_back(m->alloc_ordinal, static_cast<int64_t>(m->bytes));
+    if (m->end_ordinal != UINT64_MAX) changes.emplace_back(m->end_ordinal, -static_cast<int64_t>(m->bytes));
+  }
+  std::sort(changes.begin(), changes.end());
+  int64_t live = 0;
+  size_t i = 0;
+  for (; i < changes.size() && changes[i].first < from; ++i) live += changes[i].second;
+  int64_t most = live;  // what was live when the window opened
+  for (; i < changes.size() && changes[i].first < to; ++i) {
+    live += changes[i].second;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
+// WaveLiveness::runs of a wave of several groups.
+void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, size_t layers, WaveLiveness* w) {
+  const size_t groups = static_cast<size_t>(std::max<int64_t>(1, w->groups));
+  if (groups < 2 || !w->children.empty() || backward_start == UINT64_MAX) return;
+  // Equal parts of a packed wave: which sequences each group had is not
+  // known, so neither is a run's size.
+  if (w->group_list.empty() && !w->sequence_lengths.empty()) return;
+  const RunCuts cuts = cut_runs(made, backward_start, groups);
+  if (cuts.start.empty()) return;
+  // What the backward says of each allocation, and which group each run is.
+  std::vector<std::vector<Made*>> own(groups);
+  std::vector<Made*> forward_only;
+  std::vector<uint64_t> retained(groups, 0);
+  for (Made* m : made) {
+    const int k = run_by_backward(*m, cuts);
+    if (k < 0) {
+      forward_only.push_back(m);
+      continue;
+    }
+    own[static_cast<size_t>(k)].push_back(m);
+    if (m->category == Category::kBoundary) retained[static_cast<size_t>(k)] += m->bytes;
+  }
+  const std::vector<size_t> group = groups_of_runs(*w, retained);
+  // The forward's temporaries belong to the group whose forward made them;
+  // when the forwards do not cut into the groups, to the first run (a price
+  // then holds them with it: never less).
+  std::vector<size_t> run_of_group(groups, 0);
+  for (size_t k = 0; k < groups; ++k) run_of_group[group[k]] = k;
+  const std::vector<uint64_t> segments = forward_segments(made, backward_start, groups);
+  for (Made* m : forward_only) {
+    size_t k = 0;
+    if (!segments.empty()) {
+      const size_t f =
+          static_cast<size_t>(std::upper_bound(segments.begin(), segments.end(), m->alloc_ordinal) - segments.begin()) -
+          1;
+      k = run_of_group[f];
+    }
+    own[k].push_back(m);
+  }
+  std::vector<WaveLiveness> runs(groups);
+  const std::vector<WaveSize> sizes = w->group_sizes();
+  for (size_t k = 0; k < groups; ++k) {
+    WaveLiveness& r = runs[k];
+    r.index = w->index;
+    r.cold = w->cold;
+    const size_t g = group[k];
+    r.group = static_cast<int32_t>(g);
+    if (g < w->group_list.size()) {
+      r.tokens = w->group_list[g].tokens;
+      r.sequence_lengths = w->group_list[g].sequence_lengths;
+    } else {
+      r.tokens = sizes[g].tokens;  // equal parts of a wave of one sequence
+    }
+    if (g < w->slots.size()) r.slots = {w->slots[g]};
+    r.boundary_bytes.assign(layers, 0);
+    r.pending_gradient_bytes.assign(layers, 0);
+    r.gradient_live_at_start_bytes.assign(layers, 0);
+    std::sort(own[k].begin(), own[k].end(),
+              [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+    for (const Made* m : own[k]) {
+      if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
+      if (m->category == Category::kBoundary) r.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+      if (m->category == Category::kAdapterGradient)
+        r.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+    }
+    sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
+    if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
+  }
+  w->runs = std::move(runs);
+}
+
 // Allocations of `cold` with no counterpart in `warm`, in two rounds:
 //  1. by (range, size) in allocation order: the k-th allocation of a given
 //     range and size in the cold wave pairs with the k-th one in the warm wave
@@ -443,6 +635,43 @@ std::vector<int64_t> sequence_lengths_of(const WavePayload& p, int64_t tokens) {
   return sum == tokens ? out : std::vector<int64_t>{};
 }
 
+// The payload's list of groups: kept only when every group has positive
+// tokens, sequence lengths (if any) that add up to them, and the tokens add up
+// to the wave's; `backward_order` only when it orders every group once.
+void groups_of(const WavePayload& p, WaveLiveness* w) {
+  const nlohmann::json j = parse_json_payload(p.raw);
+  if (!j.is_object() || !j.contains("groups") || !j["groups"].is_array()) return;
+  std::vector<WaveLiveness::Group> out;
+  int64_t sum = 0;
+  for (const nlohmann::json& g : j["groups"]) {
+    if (!g.is_object() || !g.contains("tokens") || !g["tokens"].is_number_integer()) return;
+    WaveLiveness::Group group;
+    group.tokens = g["tokens"].get<int64_t>();
+    if (group.tokens <= 0) return;
+    if (g.contains("slot") && g["slot"].is_string()) group.slot = g["slot"].get<std::string>();
+    WavePayload lengths;
+    lengths.raw = g.dump();
+    group.sequence_lengths = sequence_lengths_of(lengths, group.tokens);
+    sum += group.tokens;
+    out.push_back(std::move(group));
+  }
+  if (sum != w->tokens) return;
+  w->group_list = std::move(out);
+  if (w->slots.empty())
+    for (const WaveLiveness::Group& g : w->group_list)
+      if (!g.slot.empty()) w->slots.push_back(g.slot);
+  if (!j.contains("backward_order") || !j["backward_order"].is_array()) return;
+  std::vector<int32_t> order;
+  std::vector<bool> seen(w->group_list.size(), false);
+  for (const nlohmann::json& v : j["backward_order"]) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<uint64_t>() >= seen.size() || seen[v.get<size_t>()])
+      return;
+    seen[v.get<size_t>()] = true;
+    order.push_back(v.get<int32_t>());
+  }
+  if (order.size() == seen.size()) w->backward_order = std::move(order);
+}
+
 WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   WaveLiveness w;
   w.index = r.span.index;
@@ -454,6 +683,7 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   w.slots = p.slots;
   w.payload_raw = p.raw;
   w.children = children_of(p);
+  groups_of(p, &w);
   w.baseline_bytes = r.baseline_bytes;
   w.measured_peak_bytes = r.measured_peak_bytes();
   w.peak_in = r.peak.site.parsed;
@@ -467,11 +697,28 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
 
 }  // namespace
 
+std::vector<WaveSize> WaveLiveness::group_sizes() const {
+  if (group_list.empty()) {
+    const int64_t n = std::max<int64_t>(1, groups);
+    return std::vector<WaveSize>(static_cast<size_t>(n), group_size(size(), n));
+  }
+  std::vector<WaveSize> out;
+  for (const Group& g : group_list) out.push_back(g.size());
+  return out;
+}
+
+int64_t WaveLiveness::largest_group_tokens() const {
+  int64_t most = 0;
+  for (const WaveSize& s : group_sizes()) most = std::max(most, s.tokens);
+  return most;
+}
+
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b) {
   // Packings of the same tokens are other shapes: 32+32 runs other kernels
   // (and makes other tensors) than 16+16+16+16.
   return a.tokens == b.tokens && a.groups == b.groups && a.slots == b.slots &&
-         a.size().sequences == b.size().sequences && a.sequence_lengths == b.sequence_lengths;
+         a.size().sequences == b.size().sequences && a.sequence_lengths == b.sequence_lengths &&
+         a.group_list == b.group_list;
 }
 
 namespace {
@@ -566,6 +813,7 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];
     }
     sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
+    split_into_runs(by_wave[i], pass.backward_start()[i], layers, &w);
   }
   return out;
 }

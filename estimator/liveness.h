@@ -1,7 +1,7 @@
 // Liveness terms of every wave: each allocation made inside a wave, by its
 // category (analysis/categories.h: the one classification; each category
-// but persistent and forward_scratch is a term of the pricing model, DESIGN.md
-// "The pricing model"), and the bytes of each term the wave needed. What
+// but persistent and forward_scratch is a term of the pricing model,
+// docs/design.md "The pricing model"), and the bytes of each term the wave needed. What
 // calibration fits and check compares.
 //
 // Built on the report's analysis (baselines, peaks) and collected in the same
@@ -40,6 +40,23 @@ struct WaveLiveness {
   bool cold = false;
   int64_t groups = 1;
   std::vector<std::string> slots;
+  // The payload's list of groups (each its own tokens, packing and slot, in
+  // forward order); empty when it gave a count of equal parts.
+  struct Group {
+    int64_t tokens = 0;
+    std::vector<int64_t> sequence_lengths;  // empty: one sequence
+    std::string slot;
+    WaveSize size() const { return packed(tokens, sequence_lengths); }
+    bool operator==(const Group&) const = default;
+  };
+  std::vector<Group> group_list;
+  // The order the groups' backwards ran (indices into the groups), when the
+  // payload says (`backward_order`); empty otherwise.
+  std::vector<int32_t> backward_order;
+  // Each group's size in forward order: the list's, or equal parts.
+  std::vector<WaveSize> group_sizes() const;
+  // The largest group's tokens.
+  int64_t largest_group_tokens() const;
   std::string payload_raw;
   // A split wave's children (payload "children": [{"tokens", "groups",
   // "slots"}, ...]); empty for an ordinary wave.
@@ -107,6 +124,24 @@ struct WaveLiveness {
     bool gradient = false;
   };
   std::vector<std::vector<EventAllocation>> moment_event_allocations;
+
+  // A wave of several groups, its backward cut into one run per group (in
+  // the order they ran): each run a wave of one group at that group's size,
+  // holding only what is the group's own — the allocations made while it ran,
+  // and those made before the backward that it freed (its boundaries, its
+  // head state); the other groups' waiting state is not in its moments. What
+  // calibration fits per-group terms from. Empty when the wave has one group,
+  // is split, or its backward did not cut into as many runs as it has groups
+  // (liveness.cc, split_into_runs).
+  std::vector<WaveLiveness> runs;
+  // Of a run after the first: the most it held beside its boundaries (its
+  // head state, what its forward left) while the runs before it ran — what
+  // a group holds while it waits. -1: not measured (a wave of one group, the
+  // first run).
+  int64_t waiting_bytes = -1;
+  // Of a run: which group it is (an index into the wave's groups, in
+  // forward order); -1 otherwise.
+  int32_t group = -1;
 
   // Every allocation made in the wave, by term: total bytes and count.
   std::array<uint64_t, kCategoryCount> made_bytes{};

@@ -18,7 +18,7 @@ namespace {
 bool calibrated(const WaveLiveness& w) { return w.tokens > 0 && w.children.empty(); }
 
 // A calibrated size, as the margin leaves sizes out: a group's tokens.
-int64_t group_tokens(const WaveLiveness& w) { return group_size(w.size(), w.groups).tokens; }
+int64_t group_tokens(const WaveLiveness& w) { return w.largest_group_tokens(); }
 
 // The largest relative spread of measured peaks among waves recorded more
 // than once in the same state: same shape, same packing, cold or warm alike,

@@ -168,47 +168,56 @@ pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tok
   return plan;
 }
 
-pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_t groups,
+std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups) {
+  groups = std::max<int64_t>(1, groups);
+  return std::vector<WaveSize>(static_cast<size_t>(groups), group_size(whole, groups));
+}
+
+pricing::Forward calibrated_forward(const Calibration& c, const std::vector<WaveSize>& sizes,
                                     const std::vector<std::string>& slots, bool floor_only,
                                     std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation) {
   const Reader r{c, extrapolation};
   const size_t layers = static_cast<size_t>(c.layers);
-  groups = std::max<int64_t>(1, groups);
-  const WaveSize size = group_size(whole, groups);
-  // The head state every group whose backward has not run yet still holds
-  // (all but one, in the worst order).
-  const uint64_t others_head = static_cast<uint64_t>(groups - 1) * r.at("head_saved", c.head_saved, size);
   pricing::Forward forward;
   const bool by_moments = priced_by_moments(c);
-  if (by_moments) {
-    forward.output_bytes = as_bytes(others_head);
-  } else {
-    // One group's backward runs at a time: its recompute workspace and the
-    // gradient flowing between its layers are sized by its own tokens.
-    forward.workspace_bytes = as_bytes(r.at("workspace", c.workspace, size));
-    forward.workspace_after_gradient_bytes = workspace_after_gradient(r, size, forward.workspace_bytes);
-    forward.input_gradient_bytes = as_bytes(r.at("input_gradient", c.input_gradient, size));
-    forward.output_bytes = as_bytes(r.at("output", c.output, size) + others_head);
+  if (!by_moments) {
+    // One group's backward runs at a time: its recompute workspace, the
+    // gradient flowing between its layers and its output are sized by its
+    // own tokens; the largest group's are charged.
+    for (const WaveSize& size : sizes) {
+      forward.workspace_bytes = std::max(forward.workspace_bytes, as_bytes(r.at("workspace", c.workspace, size)));
+      forward.input_gradient_bytes =
+          std::max(forward.input_gradient_bytes, as_bytes(r.at("input_gradient", c.input_gradient, size)));
+      forward.output_bytes = std::max(forward.output_bytes, as_bytes(r.at("output", c.output, size)));
+    }
+    const auto largest = std::max_element(sizes.begin(), sizes.end(),
+                                          [](const WaveSize& a, const WaveSize& b) { return a.tokens < b.tokens; });
+    if (largest != sizes.end())
+      forward.workspace_after_gradient_bytes = workspace_after_gradient(r, *largest, forward.workspace_bytes);
   }
-  // A packing the calibration never saw (more sequences, or a longer or
-  // larger share of longest sequence): the fits took per-sequence fixed costs
-  // into their other coefficients at the calibrated packings, and at another
-  // one they can be off by them. Each of the wave's sequences is charged its
-  // granule, once per group (Calibration::sequence_allowance_bytes).
-  if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
-    const uint64_t allowance =
-        static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes * static_cast<uint64_t>(groups);
-    forward.output_bytes += as_bytes(allowance);
-    if (extrapolation) extrapolation->note("sequences", c.workspace, true);
-  }
-  // Every group has the same size: its terms are read once.
-  const pricing::Group base = boundaries_at(r, size);
-  const MomentValues values = by_moments ? moment_values(r, size) : MomentValues{};
   const std::vector<uint64_t> none(layers, 0);
-  forward.groups.reserve(static_cast<size_t>(groups));
-  for (int64_t g = 0; g < groups; ++g) {
+  forward.groups.reserve(sizes.size());
+  // Groups of one size (the common case: equal parts) read their terms once.
+  const WaveSize* read_at = nullptr;
+  pricing::Group base;
+  MomentValues values;
+  uint64_t head_saved = 0;
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    const WaveSize& size = sizes[g];
+    if (!read_at || read_at->tokens != size.tokens || read_at->square_tokens != size.square_tokens ||
+        read_at->longest_square != size.longest_square || read_at->sequences != size.sequences) {
+      base = boundaries_at(r, size);
+      if (by_moments) values = moment_values(r, size);
+      head_saved = c.waiting ? r.at("waiting", *c.waiting, size) : r.at("head_saved", c.head_saved, size);
+      read_at = &size;
+    }
     pricing::Group group = base;
-    if (static_cast<size_t>(g) < slots.size()) group.slot = slots[static_cast<size_t>(g)];
+    if (g < slots.size()) group.slot = slots[g];
+    // What a group holds until its backward begins (measured on groups that
+    // waited, else the head state before the backward); the worst order
+    // charges it while the others run (pricing.h, Group::waiting_bytes).
+    // A wave of one group has no other group to charge it beside.
+    if (sizes.size() > 1) group.waiting_bytes = as_bytes(head_saved);
     // Floor-only prices ignore gradients, pending or not.
     const std::vector<uint64_t> gradient = group.slot && !floor_only ? c.slot_gradients(*group.slot) : none;
     for (size_t i = 0; i < layers && i < gradient.size(); ++i) {
@@ -217,6 +226,15 @@ pricing::Forward calibrated_forward(const Calibration& c, WaveSize whole, int64_
       group.pending_gradient_bytes[i] = as_bytes(gradient[i] - already);
     }
     if (by_moments) group.moments = moments_at(values, 0, 0, gradient, group.pending_gradient_bytes);
+    // A packing the calibration never saw (more sequences, or a longer or
+    // larger share of longest sequence): the fits took per-sequence fixed
+    // costs into their other coefficients at the calibrated packings, and at
+    // another one they can be off by them. Each of the group's sequences is
+    // charged its granule (Calibration::sequence_allowance_bytes).
+    if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
+      forward.output_bytes += as_bytes(static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes);
+      if (extrapolation) extrapolation->note("sequences", c.workspace, true);
+    }
     forward.groups.push_back(std::move(group));
   }
   return forward;
@@ -299,44 +317,89 @@ std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_lengt
   return out;
 }
 
-Prediction predict(const Calibration& c, const WaveRequest& request) {
-  if (request.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
-  if (request.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
-  if (!request.sequence_lengths.empty()) {
-    int64_t sum = 0;
-    for (int64_t l : request.sequence_lengths) {
-      if (l <= 0) throw PredictError("sequences", "every sequence length must be a positive number of tokens");
-      sum += l;
-    }
-    if (sum != request.tokens)
-      throw PredictError("sequences", fmt::format("the lengths add up to {} tokens, not {}", sum, request.tokens));
+namespace {
+
+void check_lengths(const std::string& field, const std::vector<int64_t>& lengths, int64_t tokens) {
+  if (lengths.empty()) return;
+  int64_t sum = 0;
+  for (int64_t l : lengths) {
+    if (l <= 0) throw PredictError(field, "every sequence length must be a positive number of tokens");
+    sum += l;
   }
-  std::vector<std::string> slots = request.slots;
-  if (slots.empty()) {
-    if (c.adapter_gradient_bytes.size() != 1)
-      throw PredictError("slots",
-                         fmt::format("required: the calibration knows {} slots", c.adapter_gradient_bytes.size()));
-    slots.push_back(c.adapter_gradient_bytes.begin()->first);
-  }
+  if (sum != tokens) throw PredictError(field, fmt::format("the lengths add up to {} tokens, not {}", sum, tokens));
+}
+
+void check_slots(const Calibration& c, const std::vector<std::string>& slots, const char* field) {
   for (size_t i = 0; i < slots.size(); ++i) {
     if (!c.adapter_gradient_bytes.count(slots[i])) {
       std::string known;
       for (const auto& [name, bytes] : c.adapter_gradient_bytes) known += (known.empty() ? "" : ", ") + name;
-      throw PredictError(fmt::format("slots[{}]", i),
+      throw PredictError(fmt::format(fmt::runtime(field), i),
                          fmt::format("\"{}\" was never calibrated (calibrated: {})", slots[i], known));
     }
     if (std::find(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(i), slots[i]) !=
         slots.begin() + static_cast<std::ptrdiff_t>(i))
-      throw PredictError(fmt::format("slots[{}]", i), fmt::format("\"{}\" is given twice", slots[i]));
+      throw PredictError(fmt::format(fmt::runtime(field), i), fmt::format("\"{}\" is given twice", slots[i]));
   }
+}
+
+std::string only_slot(const Calibration& c, const char* field) {
+  if (c.adapter_gradient_bytes.size() != 1)
+    throw PredictError(field, fmt::format("required: the calibration knows {} slots", c.adapter_gradient_bytes.size()));
+  return c.adapter_gradient_bytes.begin()->first;
+}
+
+// Each group's size and slot, from the request's groups or its equal parts.
+std::pair<std::vector<WaveSize>, std::vector<std::string>> groups_of(const Calibration& c, const WaveRequest& r) {
+  std::vector<WaveSize> sizes;
+  std::vector<std::string> slots;
+  if (r.groups.empty()) {
+    check_lengths("sequences", r.sequence_lengths, r.tokens);
+    slots = r.slots;
+    if (slots.empty()) slots.push_back(only_slot(c, "slots"));
+    check_slots(c, slots, "slots[{}]");
+    return {equal_groups(packed(r.tokens, r.sequence_lengths), static_cast<int64_t>(slots.size())), slots};
+  }
+  if (!r.sequence_lengths.empty() || !r.slots.empty())
+    throw PredictError("groups", "give each group's sequences and slot in its group, not beside the groups");
+  int64_t sum = 0;
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    const GroupRequest& group = r.groups[g];
+    const std::string field = fmt::format("groups[{}]", g);
+    if (group.tokens <= 0) throw PredictError(field + ".tokens", "must be a positive number of tokens");
+    if (group.tokens > pricing::kMaxAdmissionTokens) throw PredictError(field + ".tokens", "must be at most 2^40");
+    check_lengths(field + ".sequences", group.sequence_lengths, group.tokens);
+    sum += group.tokens;
+    sizes.push_back(packed(group.tokens, group.sequence_lengths));
+    if (!group.slot.empty()) {
+      slots.push_back(group.slot);
+    } else if (r.groups.size() == 1) {
+      slots.push_back(only_slot(c, "groups[0].slot"));
+    } else {
+      throw PredictError(field + ".slot", "required: every group of several trains a slot of its own");
+    }
+  }
+  if (r.tokens != 0 && r.tokens != sum)
+    throw PredictError("tokens", fmt::format("{} tokens, but the groups add up to {}", r.tokens, sum));
+  if (sum > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
+  check_slots(c, slots, "groups[{}].slot");
+  return {sizes, slots};
+}
+
+}  // namespace
+
+Prediction predict(const Calibration& c, const WaveRequest& request) {
+  if (request.groups.empty()) {
+    if (request.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
+    if (request.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
+  }
+  const auto [sizes, slots] = groups_of(c, request);
   Prediction p;
-  p.group_tokens = request.tokens / static_cast<int64_t>(slots.size());
+  for (const WaveSize& size : sizes) p.group_tokens = std::max(p.group_tokens, size.tokens);
   p.plan = calibrated_plan(c, request.cold, p.group_tokens);
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
-  p.plan.forwards.push_back(calibrated_forward(c, packed(request.tokens, request.sequence_lengths),
-                                               static_cast<int64_t>(slots.size()), slots, false, live_at_start,
-                                               &p.extrapolation));
+  p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));
   p.price = pricing::price(p.plan);
   return p;
 }
@@ -390,15 +453,33 @@ pricing::Admission admit_run_wave(const Calibration& c, const WaveRequest& shape
   return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);
 }
 
+WaveRequest wave_at(const WaveRequest& shape, int64_t tokens, int64_t max_sequence_length) {
+  WaveRequest at = shape;
+  if (shape.groups.empty()) {
+    at.tokens = tokens;
+    at.sequence_lengths =
+        max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length) : std::vector<int64_t>{};
+    return at;
+  }
+  std::vector<double> shares;
+  for (const GroupRequest& g : shape.groups) shares.push_back(static_cast<double>(g.tokens));
+  const std::vector<int64_t> parts = rank_tokens(tokens, shares);
+  at.tokens = 0;
+  for (size_t g = 0; g < parts.size(); ++g) {
+    // A group too small to get a token of a narrow wave still runs: one token.
+    at.groups[g].tokens = std::max<int64_t>(1, parts[g]);
+    at.groups[g].sequence_lengths = max_sequence_length > 0 && at.groups[g].tokens > max_sequence_length
+                                        ? packed_sequences(at.groups[g].tokens, max_sequence_length)
+                                        : std::vector<int64_t>{};
+  }
+  return at;
+}
+
 pricing::Admission admit_wave(const Calibration& c, const WaveRequest& shape, int64_t max_sequence_length,
                               int64_t max_tokens, pricing::Bytes budget_bytes) {
-  WaveRequest request = shape;
-  auto plan_at = [&](int64_t tokens) {
-    request.tokens = tokens;
-    request.sequence_lengths =
-        max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length) : std::vector<int64_t>{};
-    return predict(c, request).plan;
-  };
+  for (const GroupRequest& g : shape.groups)
+    if (g.tokens <= 0) throw PredictError("groups", "every group's share must be a positive number");
+  auto plan_at = [&](int64_t tokens) { return predict(c, wave_at(shape, tokens, max_sequence_length)).plan; };
   return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);
 }
 

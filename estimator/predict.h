@@ -1,15 +1,16 @@
-// Prices from a calibration alone (DESIGN.md "Calibrated prices: waves never
-// recorded"): the plan of a wave nobody recorded, built from the calibrated
+// Prices from a calibration alone (docs/design.md, "Calibrated prices: waves
+// never recorded"): the plan of a wave nobody recorded, built from the calibrated
 // terms at the wave's size, priced by pricing/pricing.h at its worst moment;
 // and the largest wave that fits a budget. `peakscope check` prices recorded
 // waves through the same plans, so its accuracy table measures these prices.
 //
-// A plan of `groups` gradient groups (one per slot, in forward order) splits
-// the wave's tokens and sequences evenly. With moments in the calibration
-// every group carries its moments at its size (docs/pricing.md), and the
-// forward charges, beside them, only the head state of the groups whose
-// backward has not run; without, the terms' maxima are summed, as the design
-// wrote them.
+// A plan of several gradient groups (one per slot, in forward order) gives
+// each group its own size (WaveRequest::groups), or splits the wave's tokens
+// and sequences evenly. With moments in the calibration every group carries
+// its moments at its size (docs/pricing.md); without, the terms' maxima are
+// summed, as the design wrote them. Either way each group holds its head
+// state until its backward begins, and the worst order of the groups is
+// priced (pricing.h, AdapterTerm).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,13 @@ class PredictError : public std::runtime_error {
   std::string field_;
 };
 
+// One gradient group of a wave: its own tokens and packing, and its slot.
+struct GroupRequest {
+  int64_t tokens = 0;
+  std::vector<int64_t> sequence_lengths;  // empty: one sequence
+  std::string slot;                       // empty: the calibration's only slot (a wave of one group)
+};
+
 struct WaveRequest {
   int64_t tokens = 0;
   std::vector<int64_t> sequence_lengths;  // a packed wave; empty: one sequence
@@ -42,6 +50,10 @@ struct WaveRequest {
   // A later wave of gradient accumulation: the slots' gradients already
   // exist, nothing is pending. Default: the step's first wave, all pending.
   bool gradients_exist = false;
+  // Each group's own size, in forward order; when given, `tokens` is their
+  // sum (0: filled in), `sequence_lengths` and `slots` stay empty. Empty:
+  // `tokens` split evenly between the slots.
+  std::vector<GroupRequest> groups;
 };
 
 // The terms a price was extrapolated from: sizes outside what they were
@@ -65,11 +77,15 @@ struct Extrapolation {
 // first-execution allowance charged when the wave is cold.
 pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens);
 
-// One forward of `whole` in `groups` groups training `slots` in order.
-// `live_at_start` (per layer) is what is known to be live of the slots'
-// adapter gradients when the wave begins; groups consume it in forward order.
-// Unknown slots get the largest gradients calibrated per layer.
-pricing::Forward calibrated_forward(const Calibration& calibration, WaveSize whole, int64_t groups,
+// `groups` equal parts of `whole` (its tokens, and its sequences when it is
+// packed): the sizes of a wave whose payload gave only a group count.
+std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
+
+// One forward of groups of `sizes` (in forward order) training `slots` in
+// order. `live_at_start` (per layer) is what is known to be live of the
+// slots' adapter gradients when the wave begins; groups consume it in forward
+// order. Unknown slots get the largest gradients calibrated per layer.
+pricing::Forward calibrated_forward(const Calibration& calibration, const std::vector<WaveSize>& sizes,
                                     const std::vector<std::string>& slots, bool floor_only,
                                     std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation = nullptr);
 
@@ -81,20 +97,25 @@ pricing::Forward calibrated_split(const Calibration& calibration, const std::vec
                                   Extrapolation* extrapolation = nullptr);
 
 struct Prediction {
-  int64_t group_tokens = 0;  // each group's: what the margin's distance is read at
+  int64_t group_tokens = 0;  // the largest group's: what the margin's distance is read at
   pricing::Plan plan;
   pricing::Price price;
   Extrapolation extrapolation;
 };
 
 // Throws PredictError naming the field: no tokens, sequence lengths that do
-// not add up, a slot the calibration never saw.
+// not add up, a slot the calibration never saw, groups without slots.
 Prediction predict(const Calibration& calibration, const WaveRequest& request);
 
+// The wave of `tokens` shaped like `shape`: packed into sequences of at most
+// `max_sequence_length` tokens (0: one sequence); with groups, their tokens
+// are relative shares of the wave (as rank_tokens splits it; every group at
+// least one token), each group packed on its own.
+WaveRequest wave_at(const WaveRequest& shape, int64_t tokens, int64_t max_sequence_length);
+
 // The largest wave (in tokens, up to max_tokens) whose required bytes fit
-// `budget_bytes`, for waves shaped like `shape` (its tokens and sequences
-// ignored): packed into sequences of at most `max_sequence_length` tokens
-// (0: one sequence). Binary search over the exact price: the calibrated terms
+// `budget_bytes`, for waves shaped like `shape` (wave_at; its tokens and
+// sequences ignored). Binary search over the exact price: the calibrated terms
 // do not shrink as a wave grows.
 pricing::Admission admit_wave(const Calibration& calibration, const WaveRequest& shape, int64_t max_sequence_length,
                               int64_t max_tokens, pricing::Bytes budget_bytes);

@@ -10,11 +10,23 @@ namespace {
 
 pricing::Json request_to_json(const WaveRequest& r) {
   pricing::Json j = pricing::Json::object();
-  j["tokens"] = r.tokens;
+  int64_t tokens = r.tokens;
+  if (!r.groups.empty()) {
+    tokens = 0;
+    for (const GroupRequest& g : r.groups) tokens += g.tokens;
+  }
+  j["tokens"] = tokens;
   j["sequence_lengths"] = r.sequence_lengths;
   j["slots"] = r.slots;
   j["cold"] = r.cold;
   j["gradients_exist"] = r.gradients_exist;
+  // Only requests that gave each group's size: others read as before.
+  if (!r.groups.empty()) {
+    pricing::Json groups = pricing::Json::array();
+    for (const GroupRequest& g : r.groups)
+      groups.push_back({{"slot", g.slot}, {"tokens", g.tokens}, {"sequence_lengths", g.sequence_lengths}});
+    j["groups"] = std::move(groups);
+  }
   return j;
 }
 
@@ -80,10 +92,7 @@ pricing::Json wave_admission_to_json(const Calibration& c, const WaveRequest& sh
       admission.next_required_bytes ? pricing::Json(*admission.next_required_bytes) : pricing::Json(nullptr);
   j["price"] = nullptr;
   if (admission.tokens > 0) {
-    WaveRequest at = shape;
-    at.tokens = admission.tokens;
-    at.sequence_lengths =
-        max_sequence_length > 0 ? packed_sequences(at.tokens, max_sequence_length) : std::vector<int64_t>{};
+    const WaveRequest at = wave_at(shape, admission.tokens, max_sequence_length);
     j["price"] = prediction_to_json(c, at, predict(c, at));
   }
   return j;

@@ -51,6 +51,7 @@ struct ParsedGroup {
   std::vector<Bytes> pending;
   Bytes outside = 0;
   std::optional<Moments> moments;
+  Bytes waiting = 0;
 };
 
 // Walks one plan document. Carries what validation needs across fields: the
@@ -138,7 +139,8 @@ class PlanReader {
                                               : "per-token sizes belong to admission plans (price --budget)");
     }
     only_fields(value, path,
-                {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters", "moments"});
+                {"slot", boundary_key, "pending_gradient_bytes", "outside_gradient_bytes", "parameters", "moments",
+                 "waiting_bytes"});
 
     ParsedGroup group;
     const Json& slot = required(value, path, "slot");
@@ -152,6 +154,10 @@ class PlanReader {
     if (value.contains("moments")) {
       if (per_token) fail(member(path, "moments"), "admission plans have no moments (price --calibration prices them)");
       group.moments = moments(value["moments"], member(path, "moments"));
+    }
+    if (value.contains("waiting_bytes")) {
+      if (per_token) fail(member(path, "waiting_bytes"), "admission plans have no waiting bytes");
+      group.waiting = bytes(value["waiting_bytes"], member(path, "waiting_bytes"));
     }
     if (!group.slot) {
       const bool trains =
@@ -202,6 +208,7 @@ class PlanReader {
       group.pending_gradient_bytes = std::move(parsed.pending);
       group.outside_gradient_bytes = parsed.outside;
       group.moments = std::move(parsed.moments);
+      group.waiting_bytes = parsed.waiting;
     }
     return forward;
   }
@@ -241,6 +248,10 @@ class PlanReader {
         if (out.back().groups[g].moments)
           fail(member(item(member(path, "groups"), g), "moments"),
                "a split wave's children take no moments: give one forward whose groups are the children");
+        // Likewise a child's waiting bytes are held while other children run.
+        if (out.back().groups[g].waiting_bytes > 0)
+          fail(member(item(member(path, "groups"), g), "waiting_bytes"),
+               "a split wave's children hold no waiting bytes: give one forward whose groups are the children");
       }
     }
     return out;

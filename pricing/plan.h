@@ -1,4 +1,4 @@
-// Plans from JSON: the `price` input of DESIGN.md ("Interfaces"), validated, and
+// Plans from JSON: the `price` input (docs/pricing.md, "Input: the plan"), validated, and
 // the per-token admission plans of docs/pricing.md. Also the derivation of the
 // pending-gradient vector from parameter metadata.
 //
@@ -41,7 +41,7 @@ struct Parameter {
   bool outside_decoder = false;  // embeddings, head, or shared with them
 };
 
-// The rules of DESIGN.md: a parameter that already has a gradient, or is not
+// The rules (docs/design.md, "The pricing model"): a parameter that already has a gradient, or is not
 // trainable, counts 0; one shared by several layers counts once, at its highest
 // layer (the backward reaches it there first); only the local shard counts;
 // parameters outside the decoder, including any shared with a layer, and

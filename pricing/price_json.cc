@@ -16,6 +16,8 @@ Json price_to_json(const Price& price) {
   // Only plans whose groups carry moments have this component: reports of
   // other plans read as they did.
   if (c.moment != 0 || price.peak.moment != Moment::kNone) components["moment"] = c.moment;
+  // Only plans whose groups hold waiting bytes have this one.
+  if (c.waiting != 0) components["waiting"] = c.waiting;
   components["transient"] = c.transient;
 
   Json out = Json::object();

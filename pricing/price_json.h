@@ -1,4 +1,4 @@
-// The JSON that `peakscope price --json` prints (DESIGN.md "Interfaces"), and the
+// The JSON that `peakscope price --json` prints (docs/pricing.md, "Output"), and the
 // one entry point that turns a plan document into it, shared by `price` and
 // `replay` so a replay re-prices exactly as the report was priced.
 #pragma once

@@ -126,22 +126,22 @@ struct ForwardTerms {
   std::vector<std::string> slots;  // adapter_gradient_slots, sorted, unique
 };
 
-// adapter = max_g [extra_g + sum_{h != g} max(0, net_h)]
-//         = sum_h max(0, net_h) + max_g [extra_g - max(0, net_g)]
-// so one pass suffices. extra_g >= max(0, net_g) (the bottom layer's term is at
-// least net_g, and extra_g >= 0), so every candidate is non-negative.
+// adapter = max_g [extra_g + sum_{h != g} m_h]
+//         = sum_h m_h + max_g [extra_g - m_g]
+// so one pass suffices (pricing.h, AdapterTerm). Every candidate is
+// non-negative: extra_g >= 0 and every m_h >= 0. The same closed form gives
+// the design's term (no moments, no waiting) and the term without waiting.
 ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool floor_at_net) {
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
-  Bytes positive_nets = 0;
-  Bytes best = 0, design_best = 0;
+  Bytes positive_nets = 0, design_best = 0, plain_best = 0, sum = 0, best = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const GroupExcess excess = group_excess(groups[g], overlap, floor_at_net);
     if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
     terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, excess.net);
-    positive_nets += positive_net;
-    const Bytes own = excess.extra - positive_net;
+    const Bytes m = std::max(positive_net, groups[g].waiting_bytes);
+    const Bytes own = excess.extra - m;
     if (terms.adapter.peak_group < 0 || own > best) {
       best = own;
       terms.adapter.peak_group = static_cast<int>(g);
@@ -149,11 +149,17 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
       terms.adapter.moment = excess.moment;
       terms.adapter.moment_bytes = excess.moment_bytes;
     }
+    sum += m;
     const Bytes design_own = excess.design_extra - positive_net;
+    const Bytes plain_own = excess.extra - positive_net;
     design_best = g == 0 ? design_own : std::max(design_best, design_own);
+    plain_best = g == 0 ? plain_own : std::max(plain_best, plain_own);
+    positive_nets += positive_net;
   }
-  terms.adapter.bytes = terms.adapter.peak_group < 0 ? 0 : best + positive_nets;
-  terms.adapter.design_bytes = terms.adapter.peak_group < 0 ? 0 : design_best + positive_nets;
+  const bool any = terms.adapter.peak_group >= 0;
+  terms.adapter.bytes = any ? best + sum : 0;
+  terms.adapter.design_bytes = any ? design_best + positive_nets : 0;
+  terms.adapter.no_waiting_bytes = any ? plain_best + positive_nets : 0;
   // Slots are unique within a validated forward; sort for set comparison.
   std::sort(terms.slots.begin(), terms.slots.end());
   terms.slots.erase(std::unique(terms.slots.begin(), terms.slots.end()), terms.slots.end());
@@ -165,8 +171,9 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
 struct SlotSetCharge {
   std::vector<std::string> slots;
   Bytes charge = 0;
-  Bytes design_charge = 0;  // the same child's adapter term without moments
-  int forward = -1;         // the child that sets the charge
+  Bytes design_charge = 0;      // the same child's adapter term without moments or waiting bytes
+  Bytes no_waiting_charge = 0;  // ... with moments, without waiting bytes
+  int forward = -1;             // the child that sets the charge
 };
 
 void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::string>& more) {
@@ -222,10 +229,12 @@ Price price(const Plan& plan) {
     auto same = std::find_if(sets.begin(), sets.end(), [&](const SlotSetCharge& s) { return s.slots == terms.slots; });
     if (same == sets.end()) {
       add_sorted_unique(c.adapter_gradient_slots, terms.slots);
-      sets.push_back({std::move(terms.slots), terms.adapter.bytes, terms.adapter.design_bytes, static_cast<int>(f)});
+      sets.push_back({std::move(terms.slots), terms.adapter.bytes, terms.adapter.design_bytes,
+                      terms.adapter.no_waiting_bytes, static_cast<int>(f)});
     } else if (terms.adapter.bytes > same->charge) {
       same->charge = terms.adapter.bytes;
       same->design_charge = terms.adapter.design_bytes;
+      same->no_waiting_charge = terms.adapter.no_waiting_bytes;
       same->forward = static_cast<int>(f);
     }
   }
@@ -233,7 +242,8 @@ Price price(const Plan& plan) {
   const SlotSetCharge* largest = nullptr;
   for (const SlotSetCharge& set : sets) {
     c.adapter_gradient += set.design_charge;
-    c.moment += set.charge - set.design_charge;
+    c.moment += set.no_waiting_charge - set.design_charge;
+    c.waiting += set.charge - set.no_waiting_charge;
     if (!largest || set.charge > largest->charge) largest = &set;
   }
   if (largest) {
@@ -245,7 +255,7 @@ Price price(const Plan& plan) {
   // "Every group in a plan is one [gradient group]: it runs a backward."
   c.transient = has_gradient_group && !plan.profiled ? plan.transient_bytes : 0;
   result.raw_bytes =
-      c.output + c.retained + c.workspace + c.input_gradient + c.adapter_gradient + c.moment + c.transient;
+      c.output + c.retained + c.workspace + c.input_gradient + c.adapter_gradient + c.moment + c.waiting + c.transient;
   result.required_bytes = apply_safety(result.raw_bytes, plan.safety_factor);
   return result;
 }

@@ -1,4 +1,4 @@
-// The pricing model of DESIGN.md ("The pricing model"): what one wave (micro-batch)
+// The pricing model (docs/design.md, "The pricing model"): what one wave (micro-batch)
 // needs on top of the baseline, split into liveness terms.
 //
 // Everything here works on validated plans (pricing/plan.h builds them from JSON
@@ -43,6 +43,14 @@ struct Group {
   // forward's overlap credit does not apply to it (the moments carry it).
   // Only in a plan of one forward (plan.h refuses them in split children).
   std::optional<Moments> moments;
+  // Held by the group, beside its boundaries, until its backward begins (what
+  // its head keeps for the backward: logits, the loss's saved tensors), and
+  // released then. While another group runs, this group holds either this
+  // (not run yet) or its gradients without its boundaries (run already): the
+  // price takes the worse of the two for every other group (worst order). Its
+  // own moments (or the forward's output term) carry its head state while it
+  // runs, so a group is never charged its own waiting bytes.
+  Bytes waiting_bytes = 0;
 };
 
 // One forward pass: a whole wave, or one child of a split wave.
@@ -102,10 +110,20 @@ struct GroupExcess {
 GroupExcess group_excess(const Group& group, Bytes overlap = 0, bool floor_at_net = false);
 
 // The adapter term of one forward: worst backward order of its groups, closed form.
+//
+//   adapter = max_g [extra_g + sum_{h != g} m_h],  m_h = max(0, net_h, waiting_h)
+//
+// While g runs, every other group h has run (it holds net_h over the floor)
+// or not (it holds waiting_h), and any set of them can have run before g: the
+// worst order picks the larger for each h independently (docs/pricing.md,
+// "Several gradient groups").
 struct AdapterTerm {
-  Bytes bytes = 0;         // with the groups' moments
-  Bytes design_bytes = 0;  // the design's adapter term (no moments); bytes - design_bytes >= 0
-  int peak_group = -1;     // index into the forward's groups; -1 when there are none
+  Bytes bytes = 0;         // with the groups' moments and waiting bytes
+  Bytes design_bytes = 0;  // the design's adapter term (no moments, no waiting); bytes - design_bytes >= 0
+  // With moments, without waiting bytes: the moment component is this less
+  // design_bytes, the waiting component bytes less this.
+  Bytes no_waiting_bytes = 0;
+  int peak_group = -1;  // index into the forward's groups; -1 when there are none
   int peak_layer = -1;
   Moment moment = Moment::kNone;
   Bytes moment_bytes = 0;
@@ -122,6 +140,9 @@ struct Components {
   // What the worst moment adds over the design's adapter term: groups with
   // moments only (0 otherwise).
   Bytes moment = 0;
+  // What the other groups' waiting bytes add to the worst order (0 without
+  // waiting bytes).
+  Bytes waiting = 0;
   Bytes transient = 0;
 };
 

@@ -27,7 +27,9 @@ LIBRARY = os.path.join(support.REPO, "build", "libpeakscope_estimator.so")
 SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
 SIZES = ["--layers", "4", "--hidden", "32", "--heads", "2", "--intermediate", "64", "--rank", "8",
          "--vocab", "64", "--attention-block", "16"]
-COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "transient")
+COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "waiting",
+              "transient")
+TWO_SLOTS = os.path.join(support.REPO, "tools", "workloads", "lora_two_slots.py")
 
 
 def run(*arguments):
@@ -64,7 +66,7 @@ class CalibrationApiTest(unittest.TestCase):
     def assert_same_price(self, price, expected):
         self.assertEqual(price.raw_bytes, expected["raw_bytes"])
         self.assertEqual(price.required_bytes, expected["required_bytes"])
-        self.assertEqual(price.components, {k: expected["components"][k] for k in COMPONENTS})
+        self.assertEqual(price.components, {k: expected["components"].get(k, 0) for k in COMPONENTS})
         self.assertEqual(price.peak_layer, expected["peak_layer"])
         self.assertEqual(price.peak_moment, expected["peak_moment"])
         self.assertEqual(price.warnings, expected["warnings"])
@@ -238,8 +240,8 @@ class CalibrationApiTest(unittest.TestCase):
             lines = subprocess.run(["nm", "-D", "--defined-only", LIBRARY], capture_output=True, text=True,
                                    check=True).stdout.splitlines()
             exported = sorted(line.split()[-1] for line in lines if line.strip())
-            self.assertEqual(exported, ["psc_calibration_admit", "psc_calibration_free", "psc_calibration_load",
-                                        "psc_calibration_price"])
+            self.assertEqual(exported, ["psc_calibration_admit", "psc_calibration_free", "psc_calibration_group_split",
+                                        "psc_calibration_load", "psc_calibration_price"])
         # A struct shorter than the first version is refused, naming it.
         lib = ctypes.PyDLL(LIBRARY)
         lib.psc_calibration_load.restype = ctypes.c_void_p
@@ -273,3 +275,83 @@ class CalibrationApiTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD) and os.path.exists(LIBRARY),
+                     "build/peakscope, the preload library or build/libpeakscope_estimator.so is not built (run make)")
+class GroupsTest(unittest.TestCase):
+    """Waves of two gradient groups of unequal sizes: calibrated from them, priced per group."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.TemporaryDirectory()
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("PEAKSCOPE_") and k != "LD_PRELOAD"}
+        trace = os.path.join(cls.directory.name, "two.pstrace")
+        subprocess.run([CLI, "record", "--host", "-o", trace, "--", sys.executable, TWO_SLOTS, "--steps", "2",
+                        "--tokens", "24,48,96", "--share-a", "0.25", "--layers", "4", "--hidden", "32", "--rank", "8"],
+                       check=True, capture_output=True, env=environment, timeout=300)
+        cls.path = os.path.join(cls.directory.name, "cal.json")
+        calibrate = run("calibrate", trace, "-o", cls.path)
+        if calibrate.returncode != 0:
+            raise RuntimeError(f"peakscope calibrate failed: {calibrate.stderr}")
+        cls.calibration = peakscope.Calibration.load(cls.path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.calibration.close()
+        cls.directory.cleanup()
+
+    def test_each_slot_calibrated_from_its_own_runs(self):
+        with open(self.path) as f:
+            cal = json.load(f)
+        self.assertEqual(sorted(cal["adapter_gradient_bytes"]), ["a", "b"])
+        self.assertIn("moments", cal)  # fitted from the runs: no wave here has one group
+
+    def test_prices_equal_the_command_line(self):
+        for groups in ([("a", [20]), ("b", [60])], [("a", [60]), ("b", [20])], [("a", [8, 8]), ("b", [100])]):
+            with self.subTest(groups=groups):
+                text = ",".join(f"{slot}={'+'.join(map(str, lengths))}" for slot, lengths in groups)
+                result = run("price", "--calibration", self.path, "--groups", text, "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                expected = json.loads(result.stdout)
+                price = self.calibration.price(groups=[
+                    peakscope.group(sum(lengths), slot=slot, sequence_lengths=lengths if len(lengths) > 1 else None)
+                    for slot, lengths in groups])
+                self.assertEqual(price.raw_bytes, expected["raw_bytes"])
+                self.assertEqual(price.required_bytes, expected["required_bytes"])
+                self.assertEqual(price.components, {k: expected["components"].get(k, 0) for k in COMPONENTS})
+                self.assertEqual(expected["request"]["tokens"], sum(sum(lengths) for _, lengths in groups))
+
+    def test_a_larger_group_costs_more_and_order_is_not_assumed(self):
+        small = self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(60, slot="b")])
+        reversed_ = self.calibration.price(groups=[peakscope.group(60, slot="b"), peakscope.group(20, slot="a")])
+        larger = self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(120, slot="b")])
+        self.assertGreater(larger.raw_bytes, small.raw_bytes)
+        # The worst order of the backwards is priced, whatever the forward order.
+        self.assertEqual(small.raw_bytes, reversed_.raw_bytes)
+
+    def test_admission_over_a_split(self):
+        budget = self.calibration.price(groups=[peakscope.group(30, slot="a"), peakscope.group(90, slot="b")]
+                                        ).required_bytes
+        admission = self.calibration.admit(budget, groups=[peakscope.group(1, slot="a"), peakscope.group(3, slot="b")])
+        self.assertGreaterEqual(admission.tokens, 120)
+        self.assertEqual(sum(admission.group_tokens), admission.tokens)
+        a, b = admission.group_tokens
+        self.assertAlmostEqual(b / a, 3, delta=0.2)
+        result = run("price", "--calibration", self.path, "--budget", str(budget), "--groups", "a=1,b=3", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        expected = json.loads(result.stdout)
+        self.assertEqual(expected["admitted_tokens"], admission.tokens)
+        self.assertEqual([g["tokens"] for g in expected["price"]["request"]["groups"]], admission.group_tokens)
+        wider = self.calibration.price(groups=[peakscope.group(a + 1, slot="a"), peakscope.group(b + 3, slot="b")])
+        self.assertGreater(wider.required_bytes, budget)
+
+    def test_groups_refused_with_the_field(self):
+        result = run("price", "--calibration", self.path, "--groups", "a=20,c=30")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("groups[1].slot", result.stderr)
+        result = run("price", "--calibration", self.path, "--groups", "a20")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--groups", result.stderr)
+        with self.assertRaises(peakscope.CalibrationError):
+            self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(30)])

@@ -1,7 +1,7 @@
 // Brute-force oracle for the pricing model: simulates the backward layer by layer,
 // tensor by tensor, in every order, and reports the worst live bytes over the floor.
-// It shares no code with pricing/pricing.cc; it follows DESIGN.md's stated
-// semantics, not the closed form:
+// It shares no code with pricing/pricing.cc; it follows the stated semantics
+// (docs/design.md, "The pricing model", what is live when), not the closed form:
 //
 //  - the floor holds every boundary of every group of every child;
 //  - a group's backward first allocates the gradients of its slot's parameters
@@ -26,6 +26,8 @@
 //    backward it holds only its gradients;
 //  - a parameter that already has a gradient, or is not trainable, allocates
 //    nothing; a group whose slot is null trains nothing;
+//  - a group's waiting bytes are held from the start until its backward
+//    begins, and released then, before its first observation;
 //  - groups of one forward run one after another in any order;
 //  - split children whose trained slot sets are equal share their gradient
 //    tensors (keyed by slot and parameter) and run one after another in any
@@ -67,6 +69,7 @@ struct Group {
   std::vector<std::int64_t> boundary;
   std::vector<Tensor> tensors;  // the slot's parameters
   std::optional<Moments> moments;
+  std::int64_t waiting = 0;  // held until this group's backward begins
 };
 
 struct Forward {
@@ -142,6 +145,8 @@ class Simulation {
 
   void simulate(const std::vector<int>& child_order) {
     std::int64_t live = 0;
+    for (int f : child_order)
+      for (const Group& group : wave_.forwards[f].groups) live += group.waiting;
     std::set<std::string> allocated;
     auto allocate = [&](const std::string& slot, const Tensor& t) {
       if (allocated.insert(slot + "\n" + t.name).second) live += t.local_bytes;
@@ -150,6 +155,7 @@ class Simulation {
       const int f = child_order[c];
       for (int g : group_orders_[c]) {
         const Group& group = wave_.forwards[f].groups[g];
+        live -= group.waiting;
         for (const Tensor& t : group.tensors) {
           if (trains(group, t) && (t.outside_decoder || t.layers.empty())) allocate(*group.slot, t);
         }

@@ -57,9 +57,11 @@ TEST(CheckPlan, TwoGroupsSplitTokensAndAnUnknownSlotGetsTheLargest) {
   const pricing::Plan p = plan_for_wave(two_layers(), w, false);
   const pricing::Forward& f = p.forwards[0];
   EXPECT_FALSE(p.profiled);
-  EXPECT_EQ(f.workspace_bytes, 60);     // one group of 15 tokens at a time
-  EXPECT_EQ(f.output_bytes, 150 + 45);  // its output, and the other group's head state
+  EXPECT_EQ(f.workspace_bytes, 60);  // one group of 15 tokens at a time
+  EXPECT_EQ(f.output_bytes, 150);    // one group's output: the other's head state waits in its group
   ASSERT_EQ(f.groups.size(), 2u);
+  EXPECT_EQ(f.groups[0].waiting_bytes, 45);
+  EXPECT_EQ(f.groups[1].waiting_bytes, 45);
   EXPECT_EQ(*f.groups[1].slot, "b");
   EXPECT_EQ(f.groups[1].boundary_bytes, (std::vector<pricing::Bytes>{150, 150}));
   EXPECT_EQ(f.groups[1].pending_gradient_bytes, (std::vector<pricing::Bytes>{20, 20}));

@@ -115,6 +115,7 @@ void expect_same(const psc_price& got, const Prediction& want) {
   EXPECT_EQ(got.input_gradient, p.components.input_gradient);
   EXPECT_EQ(got.adapter_gradient, p.components.adapter_gradient);
   EXPECT_EQ(got.moment, p.components.moment);
+  EXPECT_EQ(got.waiting, p.components.waiting);
   EXPECT_EQ(got.transient, p.components.transient);
   EXPECT_EQ(got.peak_layer, p.peak.layer);
   EXPECT_EQ(got.peak_moment, static_cast<int32_t>(p.peak.moment));
@@ -282,7 +283,7 @@ TEST_F(EstimatorCapi, StructsAreReadAndWrittenAsFarAsTheirSize) {
   EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(std::string(message).rfind("request.size: ", 0), 0u) << message;
   r.size = sizeof r;
-  out.size = sizeof out - 8;
+  out.size = offsetof(psc_price, extrapolated);  // shorter than the first version
   EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(std::string(message).rfind("out.size: ", 0), 0u) << message;
   // A caller built against a later version: a longer struct, its tail untouched.
@@ -299,6 +300,63 @@ TEST_F(EstimatorCapi, StructsAreReadAndWrittenAsFarAsTheirSize) {
   want.slots = {"a"};
   expect_same(later.price, predict(expected_, want));
   for (int64_t v : later.added) EXPECT_EQ(v, 0x5a5a5a5a5a5a5a5a);
+  // A caller of the first version: its struct ends before `waiting`, which is not written.
+  struct First {
+    psc_price price;
+  } first;
+  std::memset(&first, 0x5a, sizeof first);
+  first.price.size = offsetof(psc_price, extrapolated) + sizeof(int32_t);
+  ASSERT_EQ(psc_calibration_price(handle_, &r, &first.price, message, sizeof message), PSC_OK) << message;
+  EXPECT_EQ(first.price.raw_bytes, later.price.raw_bytes);
+  EXPECT_EQ(first.price.waiting, 0x5a5a5a5a5a5a5a5a);
+  // A request of the first version: no groups read past its size.
+  psc_wave_request old = request(64, "a,b");
+  old.size = offsetof(psc_wave_request, gradients_exist) + sizeof(int);
+  old.group_count = 3;  // beyond its size: never read
+  psc_price priced = empty_price();
+  ASSERT_EQ(psc_calibration_price(handle_, &old, &priced, message, sizeof message), PSC_OK) << message;
+  WaveRequest halves;
+  halves.tokens = 64;
+  halves.slots = {"a", "b"};
+  expect_same(priced, predict(expected_, halves));
+}
+
+TEST_F(EstimatorCapi, GroupsOfTheirOwnSizes) {
+  char message[256];
+  psc_wave_request r = request(0, "a,b");
+  const int64_t tokens[] = {40, 200};
+  const int64_t lengths[] = {20, 20};
+  const size_t counts[] = {2, 0};
+  r.group_tokens = tokens;
+  r.group_count = 2;
+  r.group_sequence_lengths = lengths;
+  r.group_sequence_counts = counts;
+  psc_price out = empty_price();
+  ASSERT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_OK) << message;
+  WaveRequest want;
+  want.groups = {{40, {20, 20}, "a"}, {200, {}, "b"}};
+  expect_same(out, predict(expected_, want));
+  // The same request again, now of equal parts: nothing of the groups stays behind.
+  psc_wave_request plain = request(240, "a,b");
+  ASSERT_EQ(psc_calibration_price(handle_, &plain, &out, message, sizeof message), PSC_OK) << message;
+  WaveRequest halves;
+  halves.tokens = 240;
+  halves.slots = {"a", "b"};
+  expect_same(out, predict(expected_, halves));
+  // Two slots for three groups: refused, naming the field.
+  const int64_t three[] = {10, 20, 30};
+  r.group_tokens = three;
+  r.group_count = 3;
+  r.group_sequence_counts = nullptr;
+  EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
+  EXPECT_EQ(std::string(message).rfind("slots: ", 0), 0u) << message;
+  // The split an admission makes at shares 1:3.
+  r.group_tokens = tokens;
+  r.group_count = 2;
+  int64_t split[2] = {0, 0};
+  ASSERT_EQ(psc_calibration_group_split(&r, 400, split, 2, message, sizeof message), PSC_OK) << message;
+  EXPECT_EQ(split[0], 67);  // round(400 x 40 / 240)
+  EXPECT_EQ(split[1], 333);
 }
 
 TEST_F(EstimatorCapi, OneHandleManyThreads) {

@@ -154,8 +154,8 @@ TEST(GrowthProperty, ChordsBoundConvexCurvesBetweenMeasuredSizes) {
 
 // A packed calibration has no chords: its waves vary in more than tokens.
 TEST(GrowthProperty, PackedCalibrationsHaveNoChords) {
-  std::vector<GrowthPoint> p = {{packed(64, {32, 32}), 1000}, {packed(128, {64, 64}), 2000},
-                                {packed(256, {128, 64, 64}), 4000}};
+  std::vector<GrowthPoint> p = {
+      {packed(64, {32, 32}), 1000}, {packed(128, {64, 64}), 2000}, {packed(256, {128, 64, 64}), 4000}};
   EXPECT_TRUE(fit_growth(p).knots.empty());
   EXPECT_EQ(fit_growth(points({16, 32, 64}, 10, 2, 0)).knots.size(), 3u);
 }
@@ -203,8 +203,8 @@ namespace {
 // grows with the longest sequence's square are found, and priced right at
 // packings the calibration never saw.
 TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
-  const std::vector<std::vector<int64_t>> calibration = {{32, 32},         {16, 16, 16, 16}, {64, 32, 32},
-                                                         {48, 40, 20, 10, 10}, {128, 128},  {200, 40, 16}};
+  const std::vector<std::vector<int64_t>> calibration = {
+      {32, 32}, {16, 16, 16, 16}, {64, 32, 32}, {48, 40, 20, 10, 10}, {128, 128}, {200, 40, 16}};
   const std::vector<std::vector<int64_t>> unseen = {{80, 48}, {20, 20, 20, 20, 20}, {100, 60, 20}, {30, 30, 30}};
   struct Case {
     double a, b, c, l, n;

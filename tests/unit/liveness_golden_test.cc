@@ -471,6 +471,171 @@ TEST(LivenessGolden, SplitBufferedGradientsArePendingNotWorkspace) {
   EXPECT_EQ(w.workspace_bytes, 40u);  // one layer's scratch, not the buffers
 }
 
+// A wave of two gradient groups (slots a and b), `ta` and `tb` tokens, the
+// schedule of step() per group: both forwards (a, then b), then the two
+// backwards in `order` ("ab" or "ba"). Each group's head state G lives from
+// its forward to its own layer 1's backward; each makes its own gradients.
+void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, const std::string& order, bool listed) {
+  const std::string groups = listed
+                                 ? "[{\"tokens\": " + std::to_string(ta) +
+                                       ", \"slot\": \"a\"}, {\"tokens\": " + std::to_string(tb) + ", \"slot\": \"b\"}]"
+                                 : "2";
+  const std::string backward = order == "ab" ? "[0, 1]" : "[1, 0]";
+  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(ta + tb) + ", \"slots\": [\"a\", \"b\"], \"groups\": " + groups +
+                          ", \"cold\": false" + (listed ? ", \"backward_order\": " + backward : "") + "}");
+  auto at = [&](char g, uint64_t k) { return base + (g == 'a' ? 0 : 0x100) + k; };
+  auto tokens = [&](char g) { return g == 'a' ? ta : tb; };
+  for (char g : std::string("ab")) {
+    const uint64_t t = tokens(g);
+    s.push(kMain, "head/embedding");
+    s.alloc(kMain, at(g, 1), 10 * t);  // E
+    s.pop(kMain);
+    s.push(kMain, "forward/layer.0");
+    s.alloc(kMain, at(g, 2), 5 * t);  // S
+    s.free(kMain, at(g, 2));
+    s.alloc(kMain, at(g, 3), 10 * t);  // X1
+    s.pop(kMain);
+    s.push(kMain, "forward/layer.1");
+    s.alloc(kMain, at(g, 4), 10 * t);  // X2
+    s.pop(kMain);
+    s.push(kMain, "head/lm_head");
+    s.alloc(kMain, at(g, 5), 3 * t);   // L
+    s.alloc(kMain, at(g, 6), 10 * t);  // G
+    s.free(kMain, at(g, 5));
+    s.free(kMain, at(g, 4));
+    s.pop(kMain);
+  }
+  for (char g : order) {
+    const uint64_t t = tokens(g);
+    const uint64_t gradient = g == 'a' ? 0x3000 : 0x3100;
+    s.push(kMain, "recompute/layer.1");
+    s.alloc(kMain, at(g, 7), 4 * t);  // W1
+    s.pop(kMain);
+    s.push(kMain, "backward/layer.1");
+    s.alloc(kMain, gradient + 1, kGradient);
+    s.alloc(kMain, at(g, 8), 10 * t);  // IG1
+    s.free(kMain, at(g, 7));
+    s.free(kMain, at(g, 3));
+    s.free(kMain, at(g, 6));
+    s.pop(kMain);
+    s.push(kMain, "recompute/layer.0");
+    s.alloc(kMain, at(g, 9), 4 * t);  // W0
+    s.pop(kMain);
+    s.push(kMain, "backward/layer.0");
+    s.alloc(kMain, gradient, kGradient);
+    s.alloc(kMain, at(g, 10), 10 * t);  // IG0
+    s.free(kMain, at(g, 9));
+    s.free(kMain, at(g, 1));
+    s.free(kMain, at(g, 8));
+    s.pop(kMain);
+    s.push(kMain, "head/embedding");
+    s.free(kMain, at(g, 10));
+    s.pop(kMain);
+  }
+  s.wave_end(kMain);
+  s.push(kMain, "optimizer/step");
+  for (uint64_t gradient : {0x3000, 0x3001, 0x3100, 0x3101}) s.free(kMain, gradient);
+  s.pop(kMain);
+}
+
+// Waves of two groups, each pair (ta, tb) in both orders.
+void write_two_groups(const std::string& path, const std::vector<std::pair<uint64_t, uint64_t>>& sizes,
+                      bool listed = true) {
+  SyntheticTrace s(path);
+  s.alloc(kMain, 0x1000, kWeights);
+  uint64_t base = 0x10000;
+  for (const auto& [ta, tb] : sizes)
+    for (const char* order : {"ab", "ba"}) {
+      two_groups(s, base, ta, tb, order, listed);
+      base += 0x10000;
+    }
+  s.close();
+}
+
+TEST(LivenessGolden, EachGroupsRunHoldsWhatAWaveOfOneGroupOfItsSizeHolds) {
+  TempTrace one("g1"), two("g2");
+  write_steps(one.path, 10, 2);  // waves of 10 and 20 tokens, one group
+  write_two_groups(two.path, {{10, 20}});
+  const Liveness single = analyze_liveness(one.path);
+  const Liveness l = analyze_liveness(two.path);
+  ASSERT_EQ(l.waves.size(), 2u);
+  const WaveLiveness& alone10 = single.waves[2];  // warm, 10 tokens, makes gradients
+  for (const WaveLiveness& w : l.waves) {
+    ASSERT_EQ(w.groups, 2);
+    ASSERT_EQ(w.runs.size(), 2u);
+    ASSERT_EQ(w.group_list.size(), 2u);
+    // Run order follows the backward order; each run is its group's size and slot.
+    const bool a_first = w.backward_order == std::vector<int32_t>{0, 1};
+    const WaveLiveness& a = w.runs[a_first ? 0 : 1];
+    const WaveLiveness& b = w.runs[a_first ? 1 : 0];
+    EXPECT_EQ(a.tokens, 10);
+    EXPECT_EQ(b.tokens, 20);
+    EXPECT_EQ(a.slots, std::vector<std::string>{"a"});
+    EXPECT_EQ(b.slots, std::vector<std::string>{"b"});
+    // Group a's run holds what a lone wave of 10 tokens holds, whatever ran
+    // before it or waits after it: boundaries, gradients, the layers' moments.
+    EXPECT_EQ(a.boundary_bytes, alone10.boundary_bytes);
+    EXPECT_EQ(a.pending_gradient_bytes, alone10.pending_gradient_bytes);
+    EXPECT_EQ(a.moment_before_gradient_bytes, alone10.moment_before_gradient_bytes);
+    EXPECT_EQ(a.moment_after_gradient_bytes, alone10.moment_after_gradient_bytes);
+    EXPECT_EQ(b.boundary_bytes, (std::vector<uint64_t>{200, 200}));
+    // Its head's forward (X2 and the logits L, output terms), and its
+    // head moment, are its own forward's, not the other group's.
+    EXPECT_EQ(a.head_saved_bytes, alone10.head_saved_bytes);
+    EXPECT_EQ(a.moment_head_bytes, alone10.moment_head_bytes);
+    EXPECT_EQ(b.head_saved_bytes, 260u);
+  }
+}
+
+TEST(LivenessGolden, RunsWithoutTheBackwardOrderAreMatchedBySize) {
+  TempTrace two("g3");
+  write_two_groups(two.path, {{10, 30}}, false);  // a count of groups: equal parts assumed by the payload
+  const Liveness l = analyze_liveness(two.path);
+  ASSERT_EQ(l.waves.size(), 2u);
+  // Equal parts of 40: each run is a group of 20 tokens (the payload says no more).
+  for (const WaveLiveness& w : l.waves) {
+    ASSERT_EQ(w.runs.size(), 2u);
+    EXPECT_EQ(w.runs[0].tokens, 20);
+    EXPECT_EQ(w.runs[1].tokens, 20);
+  }
+  // Check says the groups evidently differ: their boundaries are 3-fold apart.
+  const std::vector<CheckRow> rows = check_trace(calibrate({l}), l);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows[0].warnings.size(), 1u);
+  EXPECT_NE(rows[0].warnings[0].find("differ 3.0-fold"), std::string::npos) << rows[0].warnings[0];
+  // Listed sizes leave nothing to warn about.
+  TempTrace listed("g4");
+  write_two_groups(listed.path, {{10, 30}});
+  const Liveness m = analyze_liveness(listed.path);
+  EXPECT_TRUE(check_trace(calibrate({m}), m)[0].warnings.empty());
+}
+
+TEST(LivenessGolden, CalibratedFromTwoGroupWavesAlonePricesUnequalGroupsAtOrAboveTheirPeaks) {
+  TempTrace cal("gc"), held("gh");
+  write_two_groups(cal.path, {{10, 10}, {10, 30}, {40, 20}});
+  write_two_groups(held.path, {{15, 45}, {50, 10}, {25, 25}});
+  const Calibration c = calibrate({analyze_liveness(cal.path)});
+  ASSERT_TRUE(c.moments.has_value());  // fitted from the runs
+  EXPECT_EQ(c.adapter_gradient_bytes.at("a"), (std::vector<uint64_t>{kGradient, kGradient}));
+  EXPECT_EQ(c.adapter_gradient_bytes.at("b"), (std::vector<uint64_t>{kGradient, kGradient}));
+  const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
+  ASSERT_EQ(rows.size(), 6u);
+  for (size_t i = 0; i < rows.size(); i += 2) {
+    SCOPED_TRACE(rows[i].wave);
+    // The two orders of one pair of sizes: one price, the worse order's peak
+    // (linear terms, every size inside the calibrated ones: to the byte).
+    EXPECT_EQ(rows[i].price.raw_bytes, rows[i + 1].price.raw_bytes);
+    EXPECT_FALSE(rows[i].under_estimate(false));
+    EXPECT_FALSE(rows[i + 1].under_estimate(false));
+    EXPECT_EQ(static_cast<uint64_t>(rows[i].price.raw_bytes),
+              std::max(rows[i].measured_peak_bytes, rows[i + 1].measured_peak_bytes));
+  }
+  // A group waits holding its head state G (an input gradient here): what
+  // the runs that waited measured, not the most its head held (X2 + L).
+  ASSERT_TRUE(c.waiting.has_value());
+  EXPECT_DOUBLE_EQ(c.waiting->line(int64_t{10}), 100.0);
+}
+
 TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
   TempTrace a("u10"), held("u30");
   write_steps(a.path, 10, 2);

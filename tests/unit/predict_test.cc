@@ -46,6 +46,87 @@ Calibration two_layers() {
   return c;
 }
 
+TEST(Predict, GroupsOfTheirOwnSizesInTheWorstOrder) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  WaveRequest r;
+  r.groups = {{16, {}, "a"}, {48, {}, "b"}};
+  const Prediction p = predict(c, r);
+  EXPECT_EQ(p.group_tokens, 48);  // the margin's distance: the largest group's
+  // Group b (48) runs while a (16) waits or has run: a holds the larger of
+  // its head state (13 x 16 = 208) and its net (200 of gradients less 320 of
+  // boundaries: negative), so 208. b at layer 1 after its gradient: its
+  // boundaries 960, gradient 100, moment 3264; a's boundaries 320.
+  EXPECT_EQ(p.price.raw_bytes, 320 + 960 + 100 + 3264 + 208);
+  EXPECT_EQ(p.price.components.waiting, 208);
+  EXPECT_EQ(p.plan.forwards[0].groups[0].waiting_bytes, 208);
+  EXPECT_EQ(p.plan.forwards[0].groups[1].waiting_bytes, 13 * 48);
+  // The forward order does not change the worst order's price.
+  WaveRequest swapped;
+  swapped.groups = {{48, {}, "b"}, {16, {}, "a"}};
+  EXPECT_EQ(predict(c, swapped).price.raw_bytes, p.price.raw_bytes);
+  // Equal parts given either way price the same.
+  WaveRequest halves, listed;
+  halves.tokens = 64;
+  halves.slots = {"a", "b"};
+  listed.groups = {{32, {}, "a"}, {32, {}, "b"}};
+  EXPECT_EQ(predict(c, halves).price.raw_bytes, predict(c, listed).price.raw_bytes);
+  // One group listed is the plain request.
+  WaveRequest one, plain;
+  one.groups = {{40, {20, 20}, ""}};
+  plain.tokens = 40;
+  plain.sequence_lengths = {20, 20};
+  plain.slots = {"a"};
+  c.adapter_gradient_bytes.erase("b");
+  EXPECT_EQ(predict(c, one).price.raw_bytes, predict(c, plain).price.raw_bytes);
+}
+
+TEST(Predict, GroupsRefusedNamingTheField) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  auto field_of = [&](const WaveRequest& r) {
+    try {
+      predict(c, r);
+    } catch (const PredictError& e) {
+      return e.field();
+    }
+    return std::string("(none)");
+  };
+  WaveRequest r;
+  r.groups = {{16, {}, "a"}, {0, {}, "b"}};
+  EXPECT_EQ(field_of(r), "groups[1].tokens");
+  r.groups = {{16, {}, "a"}, {16, {}, ""}};
+  EXPECT_EQ(field_of(r), "groups[1].slot");
+  r.groups = {{16, {}, "a"}, {16, {}, "a"}};
+  EXPECT_EQ(field_of(r), "groups[1].slot");
+  r.groups = {{16, {8, 4}, "a"}};
+  EXPECT_EQ(field_of(r), "groups[0].sequences");
+  r.groups = {{16, {}, "a"}, {16, {}, "b"}};
+  r.tokens = 40;
+  EXPECT_EQ(field_of(r), "tokens");
+  r.tokens = 0;
+  r.slots = {"a"};
+  EXPECT_EQ(field_of(r), "groups");
+}
+
+TEST(Predict, AdmissionSplitsTheWaveByTheGroupsShares) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  WaveRequest shape;
+  shape.groups = {{1, {}, "a"}, {3, {}, "b"}};
+  const WaveRequest at = wave_at(shape, 100, 0);
+  EXPECT_EQ(at.groups[0].tokens, 25);
+  EXPECT_EQ(at.groups[1].tokens, 75);
+  const pricing::Bytes budget = predict(c, at).price.required_bytes;
+  const pricing::Admission a = admit_wave(c, shape, 0, 1000, budget);
+  EXPECT_GE(a.tokens, 100);
+  EXPECT_GT(predict(c, wave_at(shape, a.tokens + 1, 0)).price.required_bytes, budget);
+  // Packed per group.
+  const WaveRequest packed_at = wave_at(shape, 100, 30);
+  EXPECT_EQ(packed_at.groups[1].sequence_lengths, (std::vector<int64_t>{30, 30, 15}));
+  EXPECT_TRUE(packed_at.groups[0].sequence_lengths.empty());
+}
+
 TEST(Predict, PricesTheWorstMomentOfAWaveNobodyRecorded) {
   const Calibration c = two_layers();
   WaveRequest r;

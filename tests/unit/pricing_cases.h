@@ -21,6 +21,7 @@ struct Shape {
   int slot_pool = 6;     // slots are drawn from the first slot_pool of a..f
   int null_slot_percent = 10;
   int moments_percent = 30;  // groups that carry moments
+  int waiting_percent = 40;  // groups that hold waiting bytes (waves of one forward)
 };
 
 struct Case {
@@ -117,6 +118,7 @@ inline Case random_case(std::mt19937_64& rng, const Shape& shape) {
           m.after.push_back(random_bytes(rng));
         }
       }
+      if (children == 1 && chance(rng, shape.waiting_percent)) group.waiting = random_bytes(rng) * layers;
     }
   }
   return c;
@@ -126,6 +128,7 @@ inline Json group_json(const oracle::Group& group, bool as_parameters) {
   Json out = Json::object();
   out["slot"] = group.slot ? Json(*group.slot) : Json(nullptr);
   out["boundary_bytes"] = group.boundary;
+  if (group.waiting > 0) out["waiting_bytes"] = group.waiting;
   if (group.moments) {
     out["moments"] = {{"head_bytes", group.moments->head},
                       {"before_gradient_bytes", group.moments->before},

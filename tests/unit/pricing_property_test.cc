@@ -27,6 +27,8 @@ struct Coverage {
   int same_slot_set_children = 0;
   int overlap_mattered = 0;  // the workspace overlap credit lowers the adapter term
   int moment_mattered = 0;   // a group's moments raise the adapter term above the design's
+  int waiting_mattered = 0;  // other groups' waiting bytes raise the worst order
+  int net_over_waiting = 0;  // ... and some group's net beat its waiting bytes there
 };
 
 void expect_matches_oracle(const Case& c, Coverage& coverage) {
@@ -36,8 +38,10 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
   const oracle::Result want = oracle::price(c.wave);
   ++coverage.cases;
 
-  ASSERT_EQ(got.components.adapter_gradient + got.components.moment, want.adapter) << plan_text.dump();
+  ASSERT_EQ(got.components.adapter_gradient + got.components.moment + got.components.waiting, want.adapter)
+      << plan_text.dump();
   ASSERT_GE(got.components.moment, 0) << plan_text.dump();
+  ASSERT_GE(got.components.waiting, 0) << plan_text.dump();
   ASSERT_EQ(got.components.retained, want.retained) << plan_text.dump();
   ASSERT_EQ(got.raw_bytes, want.raw) << plan_text.dump();
   ASSERT_EQ(got.required_bytes, want.required) << plan_text.dump();
@@ -60,6 +64,12 @@ void expect_matches_oracle(const Case& c, Coverage& coverage) {
   }
 
   if (got.components.moment > 0) ++coverage.moment_mattered;
+  if (got.components.waiting > 0) {
+    ++coverage.waiting_mattered;
+    for (const Forward& f : plan.forwards)
+      for (const Group& g : f.groups)
+        if (g.waiting_bytes > 0 && group_excess(g).net > g.waiting_bytes) ++coverage.net_over_waiting;
+  }
   // Coverage bookkeeping: the single-group worst (no other nets) falls short.
   for (const Forward& f : plan.forwards) {
     if (f.workspace_after_gradient_bytes) {
@@ -118,6 +128,8 @@ TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
   EXPECT_GT(coverage.outside_mattered, 100);
   EXPECT_GT(coverage.overlap_mattered, 50);
   EXPECT_GT(coverage.moment_mattered, 100);
+  EXPECT_GT(coverage.waiting_mattered, 100);
+  EXPECT_GT(coverage.net_over_waiting, 50);
 }
 
 TEST(PricingProperty, SplitWavesMatchBruteForce) {

@@ -33,6 +33,7 @@ using psc::pricing::Bytes;
 // The first version of each struct ends here; anything shorter is bad input.
 constexpr size_t kRequestV1 = offsetof(psc_wave_request, gradients_exist) + sizeof(int);
 constexpr size_t kPriceV1 = offsetof(psc_price, extrapolated) + sizeof(int32_t);
+constexpr size_t kRequestV2 = offsetof(psc_wave_request, group_sequence_counts) + sizeof(const size_t*);
 constexpr size_t kAdmissionV1 = offsetof(psc_admission, price) + kPriceV1;
 
 class BadInput : public std::exception {
@@ -74,6 +75,31 @@ void split_slots(const char* text, std::vector<std::string>& into) {
   }
 }
 
+// Version 2's groups, each with its slot from the request's slots.
+void read_groups(const psc_wave_request& in, bool with_sequences, psc::WaveRequest& r) {
+  if (in.group_tokens == nullptr)
+    throw BadInput("groups: NULL tokens with a count of " + std::to_string(in.group_count));
+  if (!r.slots.empty() && r.slots.size() != in.group_count)
+    throw BadInput("slots: " + std::to_string(r.slots.size()) + " slots for " + std::to_string(in.group_count) +
+                   " groups");
+  size_t at = 0;
+  for (size_t g = 0; g < in.group_count; ++g) {
+    psc::GroupRequest group;
+    group.tokens = in.group_tokens[g];
+    if (g < r.slots.size()) group.slot = r.slots[g];
+    const size_t count = in.group_sequence_counts ? in.group_sequence_counts[g] : 0;
+    if (count > 0 && in.group_sequence_lengths == nullptr)
+      throw BadInput("groups[" + std::to_string(g) + "].sequences: NULL with a count of " + std::to_string(count));
+    if (with_sequences && count > 0)
+      group.sequence_lengths.assign(in.group_sequence_lengths + at, in.group_sequence_lengths + at + count);
+    at += count;
+    r.groups.push_back(std::move(group));
+  }
+  r.slots.clear();
+  r.sequence_lengths.clear();
+  scratch.slots_parsed = false;  // r.slots no longer holds the split string
+}
+
 // The request as predict() takes it, in this thread's scratch.
 const psc::WaveRequest& to_request(const psc_wave_request* in, bool with_sequences) {
   if (in == nullptr) throw BadInput("request: NULL");
@@ -97,6 +123,8 @@ const psc::WaveRequest& to_request(const psc_wave_request* in, bool with_sequenc
   }
   r.cold = in->cold != 0;
   r.gradients_exist = in->gradients_exist != 0;
+  r.groups.clear();
+  if (in->size >= kRequestV2 && in->group_count > 0) read_groups(*in, with_sequences, r);
   return r;
 }
 
@@ -129,6 +157,7 @@ psc_price to_price(const psc::pricing::Price& p, const psc::Extrapolation& e) {
   out.peak_layer = p.peak.layer;
   out.peak_moment = moment_code(p.peak.moment);
   out.extrapolated = extrapolated_flags(e);
+  out.waiting = p.components.waiting;
   return out;
 }
 
@@ -232,6 +261,23 @@ PSC_EXPORT int psc_calibration_price(const psc_calibration* calibration, const p
   });
 }
 
+PSC_EXPORT int psc_calibration_group_split(const psc_wave_request* shape, int64_t tokens, int64_t* group_tokens,
+                                           size_t count, char* message, size_t message_size) {
+  return guarded(message, message_size, [&] {
+    const psc::WaveRequest& request = to_request(shape, false);
+    if (group_tokens == nullptr) throw BadInput("group_tokens: NULL");
+    if (count != request.groups.size())
+      throw BadInput("count: " + std::to_string(count) + ", but the shape has " +
+                     std::to_string(request.groups.size()) + " groups");
+    if (tokens < 1 || tokens > psc::pricing::kMaxAdmissionTokens)
+      throw BadInput("tokens: must be between 1 and 2^40, not " + std::to_string(tokens));
+    const psc::WaveRequest at = psc::wave_at(request, tokens, 0);
+    for (size_t g = 0; g < count; ++g) group_tokens[g] = at.groups[g].tokens;
+    write_text(message, message_size, "");
+    return PSC_OK;
+  });
+}
+
 PSC_EXPORT int psc_calibration_admit(const psc_calibration* calibration, const psc_wave_request* shape,
                                      int64_t budget_bytes, int64_t max_tokens, int64_t max_sequence_length,
                                      psc_admission* out, char* message, size_t message_size) {
@@ -257,10 +303,7 @@ PSC_EXPORT int psc_calibration_admit(const psc_calibration* calibration, const p
     psc::Extrapolation extrapolation;
     if (a.tokens > 0) {
       // The admitted price again, for what it extrapolated (the admission keeps only the price).
-      psc::WaveRequest at = request;
-      at.tokens = a.tokens;
-      if (max_sequence_length > 0) at.sequence_lengths = psc::packed_sequences(a.tokens, max_sequence_length);
-      psc::Prediction p = psc::predict(c, at);
+      psc::Prediction p = psc::predict(c, psc::wave_at(request, a.tokens, max_sequence_length));
       extrapolation = std::move(p.extrapolation);
       price = to_price(a.price ? *a.price : p.price, extrapolation);
     }

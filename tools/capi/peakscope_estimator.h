@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define PSC_ESTIMATOR_ABI_VERSION 1
+#define PSC_ESTIMATOR_ABI_VERSION 2
 
 /* Return codes. */
 #define PSC_OK 0
@@ -55,6 +55,18 @@ typedef struct psc_wave_request {
   const char* slots;
   int cold;            /* a shape not run before: the first-execution allowance */
   int gradients_exist; /* a later wave of gradient accumulation: nothing pending */
+  /* Version 2: each gradient group's own size, in forward order, its slot the
+   * entry of `slots` of the same index. With groups, `tokens` is 0 or their
+   * sum and `sequence_lengths` is unused; group_count 0: `tokens` split
+   * evenly between the slots. For psc_calibration_admit the group tokens are
+   * relative shares of the wave. */
+  const int64_t* group_tokens;
+  size_t group_count;
+  /* Each group's packed sequence lengths, one group after another,
+   * group_sequence_counts[g] of them for group g (0: one sequence); NULL:
+   * every group one sequence. */
+  const int64_t* group_sequence_lengths;
+  const size_t* group_sequence_counts;
 } psc_wave_request;
 
 /* A price, in bytes (pricing/pricing.h Price and Components). */
@@ -72,6 +84,8 @@ typedef struct psc_price {
   int32_t peak_layer;   /* the layer whose recompute holds the peak; -1: none (or the head) */
   int32_t peak_moment;  /* PSC_MOMENT_* */
   int32_t extrapolated; /* PSC_EXTRAPOLATED_* flags; 0: every term within its calibration */
+  /* Version 2: what the other groups' head state adds to the worst order. */
+  int64_t waiting;
 } psc_price;
 
 typedef struct psc_admission {
@@ -97,6 +111,12 @@ void psc_calibration_free(psc_calibration* calibration);
 int psc_calibration_price(const psc_calibration* calibration, const psc_wave_request* request, psc_price* out,
                           char* message, size_t message_size);
 
+/* The tokens each group of a wave of `tokens` tokens shaped like `shape`
+ * gets (its group tokens taken as relative shares, as psc_calibration_admit
+ * splits a wave): written to `group_tokens`, `count` entries (shape's
+ * group_count). */
+int psc_calibration_group_split(const psc_wave_request* shape, int64_t tokens, int64_t* group_tokens, size_t count,
+                                char* message, size_t message_size);
 /* The largest wave, 1..max_tokens tokens, shaped like `shape` (its tokens and
  * sequences ignored), whose required bytes fit `budget_bytes`; packed into
  * sequences of at most `max_sequence_length` tokens (0: one sequence).

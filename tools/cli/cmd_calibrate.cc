@@ -1,4 +1,4 @@
-// peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR] [--allow-host-floor]
+// `peakscope calibrate` (its command line: tools/cli/command_table.cc).
 //
 // Fits the pricing model's liveness terms per model from traced waves
 // (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
@@ -19,13 +19,11 @@
 #include "estimator/liveness.h"
 #include "estimator/margin.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: peakscope calibrate TRACE...|DIR -o CAL.json [--safety FACTOR] [--allow-host-floor]";
 
 struct CalibrateOptions {
   std::vector<std::string> traces;
@@ -37,14 +35,11 @@ struct CalibrateOptions {
 
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse(int argc, char** argv, CalibrateOptions& o) {
-  ArgParser args(kUsage);
+  ArgParser args(command_spec("calibrate"));
   args.option({"-o"}, &o.out);
-  args.option({"--safety"}, [&](const std::string&, const std::string& value) {
-    char* end = nullptr;
-    o.safety = std::strtod(value.c_str(), &end);
+  args.option({"--safety"}, [&](const std::string& name, const std::string& value) {
+    o.safety = parse_number(name, value, 1.0, 64.0, "a factor between 1 and 64");
     o.flat_safety = true;
-    if (value.empty() || *end != '\0' || !(o.safety >= 1.0 && o.safety <= 64.0))
-      throw UsageError("--safety needs a factor between 1 and 64, not '" + value + "'");
   });
   args.flag({"--allow-host-floor"}, &o.allow_host_floor);
   args.positionals(&o.traces);
@@ -104,8 +99,11 @@ void print_fits(const Calibration& c) {
   print_fit("input_gradient", c.input_gradient);
   print_fit("output", c.output);
   print_fit("head_saved", c.head_saved);
+  if (c.waiting) print_fit("waiting", *c.waiting);
   if (!c.moments) {
-    fmt::print("moments: not measured (no wave of one group): prices charge the sum of the terms' maxima\n");
+    fmt::print(
+        "moments: not measured (no wave of one group, no wave of several whose backward cut into one run "
+        "per group): prices charge the sum of the terms' maxima\n");
     return;
   }
   auto dominant = [](const MomentFit& m) -> const GrowthTerm& {
@@ -127,9 +125,10 @@ void print_fits(const Calibration& c) {
 void print_margin(const Calibration& c) {
   const Margin& m = c.margin;
   if (m.derived)
-    fmt::print("margin (derived): +{:.2f}% inside the calibrated sizes, +{:.2f}% more per doubling beyond {} tokens "
-               "per group\n",
-               m.inside * 100, m.per_doubling * 100, m.largest_tokens);
+    fmt::print(
+        "margin (derived): +{:.2f}% inside the calibrated sizes, +{:.2f}% more per doubling beyond {} tokens "
+        "per group\n",
+        m.inside * 100, m.per_doubling * 100, m.largest_tokens);
   else
     fmt::print("margin: the flat safety factor x{}\n", c.safety_factor);
   for (const std::string& line : m.evidence) fmt::print("  {}\n", line);

@@ -1,6 +1,6 @@
-// peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only] [--allow-host-floor]
+// `peakscope check` (its command line: tools/cli/command_table.cc).
 //
-// The accuracy table of DESIGN.md ("Accuracy is measured"): per wave, the
+// The accuracy table (docs/design.md, "Accuracy is measured, never asserted"): per wave, the
 // calibrated price against the measured peak, cold and warm summarised apart.
 // Exit 1 when any wave's raw price is below its measured peak (with
 // --floor-only: the floor-only price), 0 otherwise, 2 for bad input.
@@ -21,13 +21,11 @@
 #include "estimator/check_json.h"
 #include "estimator/liveness.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: peakscope check --calibration CAL.json TRACE...|DIR [--json] [--floor-only] [--allow-host-floor]";
 
 struct CheckOptions {
   std::string calibration;
@@ -39,7 +37,7 @@ struct CheckOptions {
 
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse(int argc, char** argv, CheckOptions& o) {
-  ArgParser args(kUsage);
+  ArgParser args(command_spec("check"));
   args.option({"--calibration"}, &o.calibration);
   args.flag({"--json"}, &o.json);
   args.flag({"--floor-only"}, &o.floor_only);
@@ -73,13 +71,13 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
       std::printf("# trace %d: %s\n", trace_index, r.trace.c_str());
     }
     const pricing::Price& p = r.priced(floor_only);
-    std::printf(
-        "%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+7.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n", trace_index,
-        r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
-        static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
-        static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100, r.margin * 100,
-        r.admitted_error_of(floor_only) * 100, static_cast<long long>(r.floor_price.raw_bytes), r.floor_raw_error * 100,
-        r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(), r.under_estimate(floor_only) ? "  UNDER" : "");
+    std::printf("%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+7.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n",
+                trace_index, r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
+                static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
+                static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100, r.margin * 100,
+                r.admitted_error_of(floor_only) * 100, static_cast<long long>(r.floor_price.raw_bytes),
+                r.floor_raw_error * 100, r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(),
+                r.under_estimate(floor_only) ? "  UNDER" : "");
   }
   std::printf(
       "\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave, or for "
@@ -125,6 +123,9 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
        {std::pair<const char*, const ErrorSummary&>{"cold", summary.cold}, {"warm", summary.warm}})
     std::printf("  %s: %zu waves, raw error median %+.2f%%, min %+.2f%%, max %+.2f%%, under-estimates %zu\n", name,
                 s.waves, s.median * 100, s.min * 100, s.max * 100, s.under);
+  for (const CheckRow& r : rows)
+    for (const std::string& w : r.warnings)
+      std::printf("warning: %s wave %d: %s\n", r.trace.c_str(), r.wave, w.c_str());
   std::printf("under_estimates %zu\n", summary.under_estimates());
 }
 

@@ -1,12 +1,14 @@
-// `peakscope price` and `peakscope replay`: the pricing model of DESIGN.md from
-// the command line. All figures come from pricing/price_json.h's evaluate_plan,
-// the same entry point replay uses, so a report replays through the code that
-// wrote it.
+// `peakscope price` and `peakscope replay`: the pricing model (docs/design.md,
+// "The pricing model"; docs/pricing.md) from the command line; their command
+// lines are in tools/cli/command_table.cc. All figures come from
+// pricing/price_json.h's evaluate_plan, the same entry point replay uses, so a
+// report replays through the code that wrote it.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,19 +22,13 @@
 #include "pricing/pricing_fingerprint.h"
 #include "pricing/report_replay.h"
 #include "tools/cli/args.h"
+#include "tools/cli/command_table.h"
 #include "tools/cli/commands.h"
 
 namespace psc::cli {
 namespace {
 
 using pricing::Json;
-
-constexpr const char* kPlanUsage = "usage: peakscope price PLAN.json [--json] [--budget BYTES] [--report FILE]";
-// -h of the plan mode also points at the other one.
-constexpr const char* kPlanHelpExtra =
-    "       peakscope price --calibration CAL.json --tokens N|--budget BYTES [OPTIONS]\n"
-    "(prices from a calibration; peakscope price --calibration CAL.json -h lists its options)";
-constexpr const char* kReplayUsage = "usage: peakscope replay REPORT.json... [--allow-source-drift] [--json]";
 
 // The readable table, rendered from the same JSON that --json prints.
 void print_price_table(const Json& price, const std::string& indent) {
@@ -50,6 +46,7 @@ void print_price_table(const Json& price, const std::string& indent) {
   for (const Json& s : c["adapter_gradient_slots"]) slots += (slots.empty() ? "" : ", ") + s.get<std::string>();
   row("adapter_gradient", c["adapter_gradient"], slots.empty() ? "no pending gradients" : "slots: " + slots);
   if (c.contains("moment")) row("moment", c["moment"], "what the worst moment adds (docs/pricing.md)");
+  if (c.contains("waiting")) row("waiting", c["waiting"], "head state of the groups whose backward has not run");
   row("transient", c["transient"], "");
   row("raw", price["raw_bytes"], "compare with a measured peak");
   row("required", price["required_bytes"], "raw x safety factor");
@@ -84,16 +81,6 @@ void print_admission(const std::string& path, const Json& admission) {
 
 // ---- prices from a calibration (estimator/predict.h) ----------------------------
 
-constexpr const char* kCalibratedUsage =
-    "usage: peakscope price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold]\n"
-    "                       [--gradients-exist] [--json]\n"
-    "       peakscope price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N]\n"
-    "                       [--slots A,B] [--cold] [--gradients-exist] [--json]\n"
-    "either with --rank-shares W,W,...: the wave split between data-parallel ranks by those relative shares,\n"
-    "each rank's part priced, the busiest rank's price the wave's (with --budget: the largest wave whose\n"
-    "busiest part fits; --max-sequence-length packs each part)\n"
-    "BYTES may end in KiB, MiB, GiB or TiB";
-
 struct CalibratedOptions {
   std::string calibration;
   std::optional<std::int64_t> tokens;
@@ -105,9 +92,28 @@ struct CalibratedOptions {
   bool json = false;
 };
 
+// SLOT=N or SLOT=L+L+... (a group of packed sequences).
+GroupRequest parse_group(const std::string& option, const std::string& item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+    throw UsageError(fmt::format("{}: expected SLOT=TOKENS or SLOT=L+L+..., got \"{}\"", option, item));
+  GroupRequest group;
+  group.slot = item.substr(0, eq);
+  std::string rest = item.substr(eq + 1);
+  for (size_t at = 0;;) {
+    const size_t plus = rest.find('+', at);
+    group.sequence_lengths.push_back(parse_count(option, rest.substr(at, plus - at)));
+    if (plus == std::string::npos) break;
+    at = plus + 1;
+  }
+  for (int64_t l : group.sequence_lengths) group.tokens += l;
+  if (group.sequence_lengths.size() == 1) group.sequence_lengths.clear();
+  return group;
+}
+
 // False for -h: the usage is printed.
 [[nodiscard]] bool parse_calibrated(int argc, char** argv, CalibratedOptions& o) {
-  ArgParser args(kCalibratedUsage);
+  ArgParser args(command_spec("price"));
   args.option({"--calibration"}, &o.calibration);
   args.option({"--tokens"},
               [&](const std::string& name, const std::string& value) { o.tokens = parse_count(name, value); });
@@ -119,6 +125,9 @@ struct CalibratedOptions {
       if (slot.empty()) throw UsageError("--slots: an empty slot name");
       o.request.slots.push_back(slot);
     }
+  });
+  args.option({"--groups"}, [&](const std::string& name, const std::string& value) {
+    for (const std::string& item : split_list(value)) o.request.groups.push_back(parse_group(name, item));
   });
   args.option({"--budget"},
               [&](const std::string& name, const std::string& value) { o.budget = parse_bytes(name, value); });
@@ -132,11 +141,8 @@ struct CalibratedOptions {
   });
   args.option({"--rank-shares"}, [&](const std::string& name, const std::string& value) {
     for (const std::string& share : split_list(value)) {
-      char* end = nullptr;
-      const double v = std::strtod(share.c_str(), &end);
-      if (share.empty() || *end != 0 || !(v > 0) || !std::isfinite(v))
-        throw UsageError(fmt::format("{}: '{}' is not a positive number", name, share));
-      o.rank_shares.push_back(v);
+      o.rank_shares.push_back(parse_number(name, share, std::numeric_limits<double>::denorm_min(),
+                                           std::numeric_limits<double>::max(), "a positive number"));
     }
   });
   args.flag({"--cold"}, &o.request.cold);
@@ -144,6 +150,19 @@ struct CalibratedOptions {
   args.flag({"--json"}, &o.json);
   if (!args.parse(argc, argv)) return false;
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
+  if (!o.request.groups.empty()) {
+    if (o.tokens) throw UsageError("--groups gives each group's tokens: no --tokens beside it");
+    if (!o.request.slots.empty() || !o.request.sequence_lengths.empty())
+      throw UsageError("--groups gives each group's slot and sequences: no --slots or --sequences beside it");
+    if (!o.rank_shares.empty()) throw UsageError("--groups prices one process's wave: no --rank-shares beside it");
+    if (o.budget) {
+      for (const GroupRequest& g : o.request.groups)
+        if (g.sequence_lengths.size() > 1)
+          throw UsageError("--groups with --budget: each group's share is one number; pack with --max-sequence-length");
+    } else {
+      o.tokens = 0;  // the groups' sum
+    }
+  }
   if (o.tokens.has_value() == o.budget.has_value())
     args.fail("give --tokens N (a price) or --budget BYTES (the largest wave)");
   if (o.budget && !o.request.sequence_lengths.empty())
@@ -162,6 +181,23 @@ void print_prediction(const std::string& path, const Json& p) {
   const Json& r = p["request"];
   std::string slots;
   for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
+  if (r.contains("groups")) {
+    std::string groups;
+    for (const Json& g : r["groups"]) {
+      std::string size = std::to_string(g["tokens"].get<std::int64_t>());
+      if (g["sequence_lengths"].size() > 1) size = fmt::format("{}", fmt::join(g["sequence_lengths"], "+"));
+      groups += (groups.empty() ? "" : ", ") + g["slot"].get<std::string>() + "=" + size;
+    }
+    fmt::print("{}: {} tokens in groups {}, {}{}; priced at its {}\n", path, r["tokens"].get<std::int64_t>(), groups,
+               r["cold"].get<bool>() ? "cold" : "warm",
+               r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
+               p["pricing"].get<std::string>());
+    print_price_table(p, "");
+    fmt::print("margin: {:+.2f}%: {}\n", p["margin"]["fraction"].get<double>() * 100,
+               p["margin"]["why"].get<std::string>());
+    print_warnings(p["warnings"]);
+    return;
+  }
   const size_t sequences = r["sequence_lengths"].empty() ? 1 : r["sequence_lengths"].size();
   fmt::print("{}: {} tokens in {} sequence{}, slots {}, {}{}; priced at its {}\n", path,
              r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s",
@@ -276,6 +312,13 @@ int price_from_calibration(int argc, char** argv) {
     }
     fmt::print("largest wave that fits in {} MiB: {} tokens ({} prices searched)\n", format_mib(*o.budget),
                admission.tokens, admission.search_prices);
+    if (result["price"]["request"].contains("groups")) {
+      std::string split;
+      for (const Json& g : result["price"]["request"]["groups"])
+        split += fmt::format("{}{}={}", split.empty() ? "" : ", ", g["slot"].get<std::string>(),
+                             g["tokens"].get<std::int64_t>());
+      fmt::print("split between the groups: {}\n", split);
+    }
     if (admission.next_required_bytes)
       fmt::print("{} tokens would need {} bytes\n", admission.tokens + 1, *admission.next_required_bytes);
     print_price_table(result["price"], "  ");
@@ -295,7 +338,7 @@ int cmd_price(int argc, char** argv) {
   std::optional<std::string> report_path;
   std::optional<pricing::Bytes> budget;
   bool json_output = false;
-  ArgParser args(kPlanUsage, kPlanHelpExtra);
+  ArgParser args(command_spec("price"));
   args.one_line_errors();
   args.flag({"--json"}, &json_output);
   // A plan's budget is bytes, as every figure in the plan is.
@@ -305,7 +348,8 @@ int cmd_price(int argc, char** argv) {
   args.option({"--report"}, [&](const std::string&, const std::string& value) { report_path = value; });
   args.positional(&plan_path, "plan");
   if (!args.parse(argc, argv)) return kExitOk;
-  if (plan_path.empty()) args.fail(fmt::format("missing PLAN.json ({})", kPlanUsage));
+  if (plan_path.empty())
+    args.fail(fmt::format("missing PLAN.json (usage: peakscope {})", command_spec("price").forms[0]));
 
   const Json plan = read_json_file(plan_path);
   Json result;
@@ -331,13 +375,14 @@ int cmd_replay(int argc, char** argv) {
   std::vector<std::string> paths;
   bool allow_drift = false;
   bool json_output = false;
-  ArgParser args(kReplayUsage);
+  ArgParser args(command_spec("replay"));
   args.one_line_errors();
   args.flag({"--allow-source-drift"}, &allow_drift);
   args.flag({"--json"}, &json_output);
   args.positionals(&paths);
   if (!args.parse(argc, argv)) return kExitOk;
-  if (paths.empty()) args.fail(fmt::format("missing REPORT.json ({})", kReplayUsage));
+  if (paths.empty())
+    args.fail(fmt::format("missing REPORT.json (usage: peakscope {})", command_spec("replay").forms[0]));
 
   bool all_ok = true;
   Json rows = Json::array();

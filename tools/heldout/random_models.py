@@ -32,11 +32,22 @@ largest (up to 3x). A packed model's waves are packings; its check waves use
 other sequence counts, and their longest sequence is at most twice the longest
 calibrated one.
 
+draw_groups(seed) draws, from a random stream of its own (draw(seed) is
+unchanged), a smaller model (2-4 layers, hidden up to 96) with 2 or 3 adapter
+slots over one shared frozen base (build_slots), and waves of several
+gradient groups, one group per slot, each with a backward order: calibration
+waves whose groups have three calibrated sizes (equal and unequal, both
+orders), the same sizes as one-group waves one slot at a time ("single"), and
+check waves whose group sizes were never calibrated (three between, three
+beyond the largest, up to 3x; a short group beside a long one as a packer
+makes them). tools/accuracy-groups measures them.
+
     spec = draw(8)
     spec.describe()    # 'seed 8: 3L h40 i88 gqa 8h/kv2 swiglu rms lora{gate,down} r5 v269 untied t2 accum'
     model = build_model(spec)
 """
 
+import copy
 import dataclasses
 import math
 import random
@@ -167,24 +178,23 @@ def _packings(rng, calibration, check):
     return cal, waves
 
 
-def draw(seed):
-    """The model and waves of `seed` (the same seed, the same Spec)."""
-    rng = random.Random(seed)
+def _draw_model(rng, layers=(2, 8), widest=160):
+    """The model's choices, in the order draw() has always drawn them."""
     attention = rng.choice(ATTENTION_KINDS)
     mlp = rng.choice(MLP_KINDS)
     norm = rng.choice(NORM_KINDS)
-    layers = rng.randint(2, 8)
+    layers = rng.randint(*layers)
     if attention == "none":
         heads = kv_heads = 0
-        hidden = 4 * rng.randint(8, 40)
+        hidden = 4 * rng.randint(8, widest // 4)
     elif attention == "gqa":
         # Key/value heads, then how many query heads share each: 2-8 heads in all.
         kv_heads = rng.randint(1, 4)
         heads = kv_heads * rng.randint(2, 8 // kv_heads)
-        hidden = heads * rng.randint(math.ceil(32 / heads), 160 // heads)
+        hidden = heads * rng.randint(math.ceil(32 / heads), widest // heads)
     else:
         heads = kv_heads = rng.randint(1, 8)
-        hidden = heads * rng.randint(math.ceil(32 / heads), 160 // heads)
+        hidden = heads * rng.randint(math.ceil(32 / heads), widest // heads)
     intermediate = 4 * round(hidden * rng.uniform(2.0, 4.0) / 4)
     places = (ATTENTION_ADAPTERS if attention != "none" else ()) + \
         (("gate", "up", "down") if mlp == "swiglu" else ("up", "down"))
@@ -195,18 +205,141 @@ def draw(seed):
     tied = rng.random() < 0.5
     threads = rng.choice((1, 2))
     accumulate = rng.random() < 0.5
+    return dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                intermediate=intermediate, attention=attention, mlp=mlp, norm=norm,
+                adapters=adapters, rank=rank, vocab=vocab, tied=tied, threads=threads,
+                accumulate=accumulate)
+
+
+def draw(seed):
+    """The model and waves of `seed` (the same seed, the same Spec)."""
+    rng = random.Random(seed)
+    model = _draw_model(rng)
     calibration = _calibration_sizes(rng)
     check = _check_sizes(rng, calibration)
-    if attention == "packed":
+    if model["attention"] == "packed":
         cal_waves, check_waves = _packings(rng, calibration, check)
     else:
         cal_waves, check_waves = [[n] for n in calibration], [[n] for n in check]
-    return Spec(seed=seed, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                intermediate=intermediate, attention=attention, mlp=mlp, norm=norm,
-                adapters=adapters, rank=rank, vocab=vocab, tied=tied, threads=threads,
-                accumulate=accumulate,
+    return Spec(seed=seed, **model,
                 calibration=tuple(tuple(w) for w in cal_waves),
                 check=tuple(tuple(w) for w in check_waves))
+
+
+# ---- several gradient groups ----------------------------------------------------
+
+SLOT_NAMES = ("a", "b", "c")
+GROUP_LAYERS = (2, 4)  # smaller models than draw()'s: a wave holds 2-3 groups' graphs
+GROUP_WIDEST = 96
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupWave:
+    """One wave of several gradient groups: (slot, sequence lengths) per group in
+    forward order, and the groups' indices in the order their backward calls run."""
+
+    groups: tuple
+    backward_order: tuple
+
+    @property
+    def tokens(self):
+        return sum(sum(lengths) for _, lengths in self.groups)
+
+    def group_tokens(self):
+        return [sum(lengths) for _, lengths in self.groups]
+
+    def describe(self):
+        """'a:64+64,b:256 bw 1,0' ('+' between a packed group's sequences)."""
+        groups = ",".join(f"{slot}:{'+'.join(str(n) for n in lengths)}" for slot, lengths in self.groups)
+        return f"{groups} bw {','.join(str(i) for i in self.backward_order)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSpec:
+    """A seed's multi-slot model and its waves of several gradient groups.
+
+    model      the decoder of every slot (build_slots shares its frozen weights);
+               its calibration and check hold the calibrated and the checked group
+               sizes (their sequence lengths)
+    slots      2 or 3 adapter slots, one group each in every multi-group wave
+    calibration  multi-group waves whose groups have calibrated sizes, equal and
+               unequal, in both backward orders
+    single     one-group waves, one slot at a time, every slot at every calibrated size
+    check      multi-group waves whose groups have sizes never calibrated: three
+               between calibrated sizes, three beyond the largest (up to 3x)
+    """
+
+    seed: int
+    model: Spec
+    slots: tuple
+    calibration: tuple
+    single: tuple
+    check: tuple
+
+    @property
+    def packed(self):
+        return self.model.packed
+
+    def waves(self, which):
+        return {"cal": self.calibration, "single": self.single, "check": self.check}[which]
+
+    def describe(self):
+        return f"{self.model.describe().replace(f'seed {self.seed}:', f'seed {self.seed} groups:', 1)} " \
+               f"slots {','.join(self.slots)}"
+
+    def describe_waves(self):
+        def waves(which):
+            return "; ".join(w.describe() for w in which)
+        return f"calibrate {waves(self.calibration)}\n  single {waves(self.single)}\n  check {waves(self.check)}"
+
+
+def _orders(rng, count, waves):
+    """`waves` backward orders alternating forward and reversed, and for three
+    groups some other permutation too."""
+    forward, reverse = tuple(range(count)), tuple(reversed(range(count)))
+    orders = []
+    for index in range(waves):
+        if count > 2 and index % 3 == 2:
+            orders.append(rng.choice(((1, 0, 2), (0, 2, 1), (1, 2, 0), (2, 0, 1))))
+        else:
+            orders.append(forward if index % 2 == 0 else reverse)
+    return orders
+
+
+def draw_groups(seed):
+    """The multi-slot model and multi-group waves of `seed`: a stream of its own,
+    so draw(seed) draws what it always drew."""
+    rng = random.Random(f"groups {seed}")
+    model = _draw_model(rng, layers=GROUP_LAYERS, widest=GROUP_WIDEST)
+    slots = SLOT_NAMES[:rng.choice((2, 3))]
+    count = len(slots)
+    sizes = _calibration_sizes(rng)
+    check_sizes = _check_sizes(rng, sizes)
+    if model["attention"] == "packed":
+        cal_lengths, check_lengths = _packings(rng, sizes, check_sizes)
+    else:
+        cal_lengths, check_lengths = [[n] for n in sizes], [[n] for n in check_sizes]
+    packing = {n: tuple(lengths) for n, lengths in zip(sizes + check_sizes, cal_lengths + check_lengths)}
+    low, middle, high = sizes
+    inside = sorted(n for n in check_sizes if n < high)
+    beyond = sorted(n for n in check_sizes if n > high)
+    # Group sizes per wave (the first `count` of each): equal, then unequal as
+    # a packer makes them (a short group next to a long one).
+    cal_shapes = [(low,) * 3, (high,) * 3, (low, middle, high), (high, low, middle)]
+    inside += [inside[-1]] * (3 - len(inside))  # _check_sizes gives 3 and 3; kept safe
+    check_shapes = [(inside[0],) * 3, (inside[1], inside[2], inside[0]), (inside[0], beyond[2], inside[1]),
+                    (beyond[1], beyond[0], inside[2]), (beyond[0],) * 3, (beyond[2], inside[1], beyond[1])]
+
+    def waves(shapes):
+        orders = _orders(rng, count, len(shapes))
+        return tuple(GroupWave(tuple((slot, packing[n]) for slot, n in zip(slots, shape[:count])), order)
+                     for shape, order in zip(shapes, orders))
+
+    single = tuple(GroupWave(((slot, packing[n]),), (0,)) for n in sizes for slot in slots)
+    return GroupSpec(seed=seed,
+                     model=Spec(seed=seed, **model, calibration=tuple(tuple(packing[n]) for n in sizes),
+                                check=tuple(tuple(packing[n]) for n in check_sizes)),
+                     slots=slots, calibration=waves(cal_shapes), single=single, check=waves(check_shapes))
 
 
 # ---- the model ------------------------------------------------------------------
@@ -411,3 +544,27 @@ def batch(spec, step, wave, lengths):
         ids.append(sequence[:-1])
         targets.append(sequence[1:])
     return torch.cat(ids), torch.cat(targets)
+
+
+def share_frozen(source, target):
+    """Makes target's frozen tensors the very tensors of source (one base model)."""
+    for (name, p), (other, q) in zip(source.named_parameters(), target.named_parameters()):
+        assert name == other, (name, other)
+        if not p.requires_grad:
+            q.data = p.data
+
+
+def build_slots(spec):
+    """{slot: model} for a GroupSpec: one frozen base (the first slot's weights,
+    shared), an adapter set of its own per slot, drawn from the seed."""
+    first = build_model(spec.model)
+    models = {spec.slots[0]: first}
+    for index, slot in enumerate(spec.slots[1:], 1):
+        model = copy.deepcopy(first)
+        share_frozen(first, model)
+        generator = torch.Generator().manual_seed(spec.seed * 101 + index)
+        with torch.no_grad():
+            for parameter in model.adapter_parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * parameter.shape[-1] ** -0.5)
+        models[slot] = model
+    return models

@@ -31,6 +31,8 @@ def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--tokens", default="64,256", help="tokens of each wave (both groups together)")
+    parser.add_argument("--share-a", type=float, default=0.5,
+                        help="slot a's share of each wave's tokens (default 0.5: halves)")
     parser.add_argument("--order", choices=("ab", "ba", "alternate"), default="alternate")
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
@@ -38,8 +40,10 @@ def parse_arguments(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
     arguments.tokens = [int(t) for t in arguments.tokens.split(",") if t.strip()]
-    if not arguments.tokens or min(arguments.tokens) < 4 or any(t % 2 for t in arguments.tokens):
-        parser.error("--tokens: even counts of at least 4 (two groups of half each)")
+    if not arguments.tokens or min(arguments.tokens) < 4:
+        parser.error("--tokens: counts of at least 4 (two groups of at least 2 each)")
+    if not 0 < arguments.share_a < 1:
+        parser.error("--share-a: a fraction between 0 and 1")
     return arguments
 
 
@@ -70,10 +74,12 @@ def main(argv=None):
         for tokens in arguments.tokens:
             cold = (tokens, order) not in seen
             seen.add((tokens, order))
-            half = tokens // 2
-            ids = torch.randint(128, (2, half + 1), generator=generator)
-            with peakscope.wave(tokens=tokens, slots=["a", "b"], groups=2, cold=cold, order=order):
-                losses = {"a": slot_a(ids[0, :-1], ids[0, 1:]), "b": slot_b(ids[1, :-1], ids[1, 1:])}
+            part = {"a": min(tokens - 2, max(2, round(tokens * arguments.share_a)))}
+            part["b"] = tokens - part["a"]
+            ids = {slot: torch.randint(128, (part[slot] + 1,), generator=generator) for slot in "ab"}
+            groups = [peakscope.group(part["a"], slot="a"), peakscope.group(part["b"], slot="b")]
+            with peakscope.wave(groups=groups, cold=cold, backward_order=["ab".index(s) for s in order]):
+                losses = {"a": slot_a(ids["a"][:-1], ids["a"][1:]), "b": slot_b(ids["b"][:-1], ids["b"][1:])}
                 for slot in order:
                     losses[slot].backward()
             print(f"step {step} tokens {tokens} order {order} cold {cold}: "

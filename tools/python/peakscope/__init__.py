@@ -21,7 +21,7 @@ makes every tensor's lifetime visible to the recorder; docs/cuda.md.
 
 from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBackend,
                                 NvtxBackend, RecordingBackend, get_backend, set_backend)
-from peakscope.ranges import flush, mark, pop, push, range, wave, wave_payload
+from peakscope.ranges import flush, group, mark, pop, push, range, wave, wave_payload
 from peakscope.cuda import preload_library_path, use_pluggable_allocator
 from peakscope.calibration import Calibration, CalibrationError
 
@@ -42,6 +42,6 @@ __all__ = [
     "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "Calibration", "CalibrationError",
     "NoopBackend", "NvtxBackend",
     "OptimizerAnnotation", "RecordingBackend", "annotate", "annotate_optimizer", "flush",
-    "get_backend", "in_backward", "mark", "pop", "push", "preload_library_path", "range",
+    "get_backend", "group", "in_backward", "mark", "pop", "push", "preload_library_path", "range",
     "set_backend", "use_pluggable_allocator", "wave", "wave_payload", "wrap",
 ]

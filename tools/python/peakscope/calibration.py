@@ -50,7 +50,7 @@ class EstimatorLibraryNotFound(OSError):
 class Price:
     raw_bytes: int        # the unscaled sum: compare it with a measured peak
     required_bytes: int   # raw_bytes x the calibration's safety factor
-    components: dict      # output, retained, workspace, input_gradient, adapter_gradient, moment, transient
+    components: dict      # output, retained, workspace, input_gradient, adapter_gradient, moment, waiting, transient
     peak_layer: int       # the layer whose recompute holds the peak; -1: none, or the head
     peak_moment: str      # "head", "before_gradient", "after_gradient", or None
     warnings: list        # one line per kind of extrapolation
@@ -63,6 +63,7 @@ class Admission:
     price: Price               # the price at `tokens`; None when 0
     next_required_bytes: int   # required bytes one token wider; None when max_tokens was admitted
     search_prices: int         # exact prices the search evaluated
+    group_tokens: list = None  # with groups: each group's tokens of the admitted wave
 
 
 # ---- the C ABI (tools/capi/peakscope_estimator.h) -------------------------------
@@ -70,13 +71,18 @@ class Admission:
 class _Request(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("tokens", ctypes.c_int64),
                 ("sequence_lengths", ctypes.POINTER(ctypes.c_int64)), ("sequence_count", ctypes.c_size_t),
-                ("slots", ctypes.c_char_p), ("cold", ctypes.c_int), ("gradients_exist", ctypes.c_int)]
+                ("slots", ctypes.c_char_p), ("cold", ctypes.c_int), ("gradients_exist", ctypes.c_int),
+                # version 2: each group's own size
+                ("group_tokens", ctypes.POINTER(ctypes.c_int64)), ("group_count", ctypes.c_size_t),
+                ("group_sequence_lengths", ctypes.POINTER(ctypes.c_int64)),
+                ("group_sequence_counts", ctypes.POINTER(ctypes.c_size_t))]
 
 
 class _Price(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t)] + [(name, ctypes.c_int64) for name in (
         "raw_bytes", "required_bytes") + COMPONENTS] + [
-        ("peak_layer", ctypes.c_int32), ("peak_moment", ctypes.c_int32), ("extrapolated", ctypes.c_int32)]
+        ("peak_layer", ctypes.c_int32), ("peak_moment", ctypes.c_int32), ("extrapolated", ctypes.c_int32),
+        ("waiting", ctypes.c_int64)]  # version 2
 
 
 class _Admission(ctypes.Structure):
@@ -84,8 +90,8 @@ class _Admission(ctypes.Structure):
                 ("next_required_bytes", ctypes.c_int64), ("price", _Price)]
 
 
-# One read of a whole psc_price: size, 9 int64, 3 int32.
-_PRICE_LAYOUT = struct.Struct("=Q9q3i")
+# One read of a whole psc_price: size, 9 int64, 3 int32, (padding) the waiting int64.
+_PRICE_LAYOUT = struct.Struct("=Q9q3i4xq")
 assert _PRICE_LAYOUT.size <= ctypes.sizeof(_Price)
 
 _new = object.__new__
@@ -119,6 +125,10 @@ def _load_library(library=None):
         lib.psc_calibration_price.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Request), ctypes.POINTER(_Price),
                                               ctypes.c_char_p, ctypes.c_size_t]
         lib.psc_calibration_price.restype = ctypes.c_int
+        lib.psc_calibration_group_split.argtypes = [ctypes.POINTER(_Request), ctypes.c_int64,
+                                                    ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+                                                    ctypes.c_char_p, ctypes.c_size_t]
+        lib.psc_calibration_group_split.restype = ctypes.c_int
         lib.psc_calibration_admit.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Request), ctypes.c_int64,
                                               ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(_Admission),
                                               ctypes.c_char_p, ctypes.c_size_t]
@@ -228,7 +238,7 @@ class Calibration:
 
     def _price_of(self, out):
         _, raw, required, output, retained, workspace, input_gradient, adapter_gradient, moment, transient, \
-            layer, peak_moment, flags = _PRICE_LAYOUT.unpack_from(out)
+            layer, peak_moment, flags, waiting = _PRICE_LAYOUT.unpack_from(out)
         # A frozen dataclass's __init__ sets each field through object.__setattr__;
         # filling the new instance's __dict__ at once is the same object, in a third of the time.
         price = _new(Price)
@@ -236,18 +246,71 @@ class Calibration:
             raw_bytes=raw, required_bytes=required,
             components={"output": output, "retained": retained, "workspace": workspace,
                         "input_gradient": input_gradient, "adapter_gradient": adapter_gradient, "moment": moment,
-                        "transient": transient},
+                        "waiting": waiting, "transient": transient},
             peak_layer=layer, peak_moment=MOMENTS[peak_moment],
             warnings=self._message.value.decode("utf-8", "replace").split("\n") if flags else [],
             extrapolated=flags != 0)
         return price
 
-    def price(self, tokens, sequences=None, slots=None, cold=False, gradients_exist=False):
+    def price(self, tokens=None, sequences=None, slots=None, cold=False, gradients_exist=False, groups=None):
         """The price of one wave of `tokens` tokens: packed into `sequences` (lengths adding
         up to tokens; None: one sequence), training `slots` in forward order (None: the
-        calibration's only slot). Raises CalibrationError naming the field it refuses."""
+        calibration's only slot), one gradient group each, equal parts. Or with `groups`
+        (each {"tokens", "slot", "sequence_lengths"}, as peakscope.group() makes them, in
+        forward order): each group at its own size; `tokens`, if given, their sum.
+        Raises CalibrationError naming the field it refuses."""
+        if groups is not None:
+            if sequences is not None or slots is not None:
+                raise CalibrationError("groups: give each group's sequences and slot in its group")
+            with self._lock:
+                return self._with_groups(groups, tokens or 0, cold, gradients_exist,
+                                         lambda: self._price_call(self._handle_value(), self._request_ref,
+                                                                  self._out_ref, self._message, self._message_size),
+                                         lambda: self._price_of(self._out))
+        if tokens is None:
+            raise CalibrationError("tokens: required (or give groups)")
         with self._lock:
             return self._price(tokens, sequences, slots, cold, gradients_exist)
+
+    def _with_groups(self, groups, tokens, cold, gradients_exist, call, result):
+        """Runs `call` with the request holding `groups`, then puts the request back as it was."""
+        sizes, slots, lengths, counts = [], [], [], []
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or "tokens" not in group:
+                raise CalibrationError(f"groups[{i}]: expected a dict with tokens (peakscope.group())")
+            sizes.append(_int64(f"groups[{i}].tokens", int(group["tokens"])))
+            slot = group.get("slot")
+            slots.append("" if slot is None else str(slot))
+            seq = list(group.get("sequence_lengths") or [])
+            lengths.extend(_int64(f"groups[{i}].sequence_lengths", int(v)) for v in seq)
+            counts.append(len(seq))
+        if not sizes:
+            raise CalibrationError("groups: empty")
+        request = self._request
+        token_array = (ctypes.c_int64 * len(sizes))(*sizes)
+        length_array = (ctypes.c_int64 * max(1, len(lengths)))(*lengths)
+        count_array = (ctypes.c_size_t * len(counts))(*counts)
+        saved = (request.tokens, request.sequence_lengths, request.sequence_count)
+        request.tokens = _int64("tokens", int(tokens))
+        request.sequence_lengths = None
+        request.sequence_count = 0
+        self._sequences = None
+        self._set_shape(slots if any(slots) else None, cold, gradients_exist)
+        request.group_tokens = token_array
+        request.group_count = len(sizes)
+        request.group_sequence_lengths = length_array
+        request.group_sequence_counts = count_array
+        try:
+            rc = call()
+            if rc != PSC_OK:
+                raise self._failure(rc)
+            return result()
+        finally:
+            request.group_tokens = None
+            request.group_count = 0
+            request.group_sequence_lengths = None
+            request.group_sequence_counts = None
+            request.tokens, request.sequence_lengths, request.sequence_count = saved[0], None, 0
 
     def _price(self, tokens, sequences, slots, cold, gradients_exist):
         request = self._request
@@ -279,20 +342,46 @@ class Calibration:
         return self._price_of(self._out)
 
     def admit(self, budget_bytes, slots=None, cold=False, gradients_exist=False, max_tokens=1 << 20,
-              max_sequence_length=0):
+              max_sequence_length=0, groups=None):
         """The largest wave (1..max_tokens tokens) whose required bytes fit `budget_bytes`,
-        packed into sequences of at most `max_sequence_length` tokens (0: one sequence)."""
+        packed into sequences of at most `max_sequence_length` tokens (0: one sequence).
+        With `groups` (each {"tokens", "slot"}), the groups' tokens are relative shares of
+        the wave: the admission's group_tokens say how the admitted wave splits."""
         budget_bytes = _int64("budget_bytes", int(budget_bytes))
         max_tokens = _int64("max_tokens", int(max_tokens))
         max_sequence_length = _int64("max_sequence_length", int(max_sequence_length))
+        if groups is not None:
+            if slots is not None:
+                raise CalibrationError("groups: give each group's slot in its group")
+            with self._lock:
+                return self._with_groups(groups, 0, cold, gradients_exist,
+                                         lambda: self._admit_call(self._handle_value(), self._request_ref, budget_bytes,
+                                                                  max_tokens, max_sequence_length,
+                                                                  self._admission_ref, self._message, MESSAGE_BYTES),
+                                         self._admission_with_split)
         with self._lock:
             self._set_shape(slots, cold, gradients_exist)
             rc = self._admit_call(self._handle_value(), self._request_ref, budget_bytes, max_tokens,
                                   max_sequence_length, self._admission_ref, self._message, MESSAGE_BYTES)
             if rc != PSC_OK:
                 raise self._failure(rc)
-            a = self._admission
-            return Admission(tokens=a.admitted_tokens,
-                             price=self._price_of(a.price) if a.admitted_tokens > 0 else None,
-                             next_required_bytes=None if a.next_required_bytes < 0 else a.next_required_bytes,
-                             search_prices=a.search_prices)
+            return self._admission_of()
+
+    def _admission_of(self, group_tokens=None):
+        a = self._admission
+        return Admission(tokens=a.admitted_tokens,
+                         price=self._price_of(a.price) if a.admitted_tokens > 0 else None,
+                         next_required_bytes=None if a.next_required_bytes < 0 else a.next_required_bytes,
+                         search_prices=a.search_prices, group_tokens=group_tokens)
+
+    def _admission_with_split(self):
+        """The admission, with how its wave splits between the request's groups."""
+        tokens = self._admission.admitted_tokens
+        if tokens <= 0:
+            return self._admission_of([])
+        count = self._request.group_count
+        out = (ctypes.c_int64 * count)()
+        rc = self._lib.psc_calibration_group_split(self._request_ref, tokens, out, count, self._message, MESSAGE_BYTES)
+        if rc != PSC_OK:
+            raise self._failure(rc)
+        return self._admission_of(list(out))

@@ -7,11 +7,14 @@ per-thread stack never drifts: closing an entry pops everything opened above
 it on that thread first.
 """
 
+import builtins
 import contextlib
 import json
 import threading
 
 from peakscope import backends
+
+_builtin_range = builtins.range  # `range` below is the context manager
 
 _local = threading.local()
 
@@ -121,10 +124,104 @@ def flush():
     backends.get_backend().flush()
 
 
-def wave_payload(tokens, slots=(), groups=1, cold=False, **extra):
-    """The payload of a `wave` mark, keys in the design's order."""
-    payload = {"tokens": int(tokens), "slots": [str(s) for s in slots],
-               "groups": int(groups), "cold": bool(cold)}
+def _positive_int(value, what):
+    """`value` as an int when it is a positive whole number (bools refused); else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+        raise ValueError(f"{what}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def group(tokens, slot=None, sequence_lengths=None):
+    """One gradient group of a wave: `{"tokens", "slot", "sequence_lengths"}`.
+
+    A group is one slot's forward over its own share of the wave's tokens, then
+    its own backward call. `slot` and `sequence_lengths` are left out when
+    None; sequence lengths (a packed group) must add up to `tokens`.
+    """
+    entry = {"tokens": _positive_int(tokens, "group tokens")}
+    if slot is not None:
+        if not isinstance(slot, str):
+            raise TypeError(f"group slot: expected a string, got {slot!r}")
+        entry["slot"] = slot
+    if sequence_lengths is not None:
+        if isinstance(sequence_lengths, (str, bytes)) or not hasattr(sequence_lengths, "__iter__"):
+            raise TypeError(f"group sequence_lengths: expected a list of positive integers, "
+                            f"got {sequence_lengths!r}")
+        lengths = [_positive_int(n, "group sequence_lengths") for n in sequence_lengths]
+        if not lengths or sum(lengths) != entry["tokens"]:
+            raise ValueError(f"group sequence_lengths {lengths} add up to {sum(lengths)}, "
+                             f"not to the group's {entry['tokens']} tokens")
+        entry["sequence_lengths"] = lengths
+    return entry
+
+
+def _checked_group(value, index):
+    """A group given as a dict (peakscope.group's or written by hand), checked and normalised."""
+    if not isinstance(value, dict):
+        raise TypeError(f"groups[{index}]: expected a dict like peakscope.group(...) returns, got {value!r}")
+    unknown = set(value) - {"tokens", "slot", "sequence_lengths"}
+    if unknown:
+        raise ValueError(f"groups[{index}]: unknown field(s) {sorted(unknown)} "
+                         f"(a group has tokens, slot, sequence_lengths)")
+    if "tokens" not in value:
+        raise ValueError(f"groups[{index}]: no tokens")
+    try:
+        return group(value["tokens"], value.get("slot"), value.get("sequence_lengths"))
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"groups[{index}]: {error}") from None
+
+
+def _backward_order(order, count):
+    """`order` as a list of group indices: a permutation of range(count)."""
+    if isinstance(order, (str, bytes)) or not hasattr(order, "__iter__"):
+        raise TypeError(f"backward_order: expected a list of group indices, got {order!r}")
+    indices = list(order)
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices) or \
+            sorted(indices) != list(_builtin_range(count)):
+        raise ValueError(f"backward_order {indices} is not a permutation of the {count} group indices "
+                         f"0..{count - 1}")
+    return indices
+
+
+def wave_payload(tokens=None, slots=(), groups=1, cold=False, backward_order=None, **extra):
+    """The payload of a `wave` mark, keys in the design's order.
+
+    `groups` is a count (the old form: `groups` equal parts of `tokens`) or a
+    list of groups (`peakscope.group(...)` dicts) in forward order. With a
+    list, `tokens` defaults to the groups' sum and `slots` to their slots;
+    `backward_order` (optional, either form) lists the groups' indices in the
+    order their backward calls run. Keys: tokens, slots, groups, cold,
+    backward_order (when given), then `extra`.
+    """
+    if isinstance(groups, bool):
+        raise TypeError(f"groups: expected a count or a list of groups, got {groups!r}")
+    if isinstance(groups, (int, float)):
+        count = _positive_int(groups, "groups")
+        if tokens is None:
+            raise TypeError("wave: tokens is required unless groups is a list of groups")
+        payload = {"tokens": int(tokens), "slots": [str(s) for s in slots], "groups": count,
+                   "cold": bool(cold)}
+    elif isinstance(groups, (list, tuple)):
+        entries = [_checked_group(g, i) for i, g in enumerate(groups)]
+        if not entries:
+            raise ValueError("groups: an empty list (a wave has at least one group)")
+        count = len(entries)
+        total = sum(g["tokens"] for g in entries)
+        if tokens is not None and int(tokens) != total:
+            raise ValueError(f"wave tokens {tokens!r} disagree with its groups, which add up to {total} "
+                             f"({'+'.join(str(g['tokens']) for g in entries)})")
+        if slots:
+            given = [str(s) for s in slots]
+            named = [g.get("slot") for g in entries]
+            if all(s is not None for s in named) and given != named:
+                raise ValueError(f"wave slots {given} disagree with its groups' slots {named}")
+        else:
+            given = [g["slot"] for g in entries if "slot" in g]
+        payload = {"tokens": total, "slots": given, "groups": entries, "cold": bool(cold)}
+    else:
+        raise TypeError(f"groups: expected a count or a list of groups, got {groups!r}")
+    if backward_order is not None:
+        payload["backward_order"] = _backward_order(backward_order, count)
     for key, value in extra.items():
         if key in payload:
             raise TypeError(f"wave payload field {key!r} given twice")
@@ -133,15 +230,16 @@ def wave_payload(tokens, slots=(), groups=1, cold=False, **extra):
 
 
 @contextlib.contextmanager
-def wave(tokens, slots=(), groups=1, cold=False, **extra):
+def wave(tokens=None, slots=(), groups=1, cold=False, backward_order=None, **extra):
     """One micro-batch: a `wave` range and its payload mark, on this thread.
 
-    Put the forward and the backward inside, not the optimizer step. Extra
+    Put the forward and the backward inside, not the optimizer step. `groups`
+    is a count or a list of `peakscope.group(...)` (see wave_payload). Extra
     keyword arguments (e.g. children=[...] for a split wave) join the payload.
     Any range still open above the wave on this thread when it ends is closed
-    with it.
+    with it. A bad payload raises before the range opens.
     """
-    payload = json.dumps(wave_payload(tokens, slots, groups, cold, **extra))
+    payload = json.dumps(wave_payload(tokens, slots, groups, cold, backward_order, **extra))
     entry = open_entry("wave", "wave")
     try:
         backends.get_backend().mark("wave", payload)
