@@ -152,6 +152,11 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
         fmt::format("outside the calibrated sizes (tokens per group {}..{}): {} priced with the conservative growth",
                     w.smallest.tokens, w.largest.tokens, list(outside)));
   }
+  if (waiting_assumed)
+    out.push_back(
+        "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "
+        "its head held before the backward (head_saved), a bound: calibrate with waves of several groups to measure "
+        "it");
   if (!few_sizes.empty())
     out.push_back(
         fmt::format("calibrated from fewer than 3 sizes, growth not told apart: {} priced with the "
@@ -197,6 +202,7 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
   }
   const std::vector<uint64_t> none(layers, 0);
   forward.groups.reserve(sizes.size());
+  if (sizes.size() > 1 && !c.waiting && extrapolation) extrapolation->waiting_assumed = true;
   // Groups of one size (the common case: equal parts) read their terms once.
   const WaveSize* read_at = nullptr;
   pricing::Group base;

@@ -62,6 +62,9 @@ struct WaveRequest {
 struct Extrapolation {
   std::vector<std::string> outside;    // term names, sorted, unique
   std::vector<std::string> few_sizes;  // likewise
+  // Groups priced waiting with the head state before the backward (the
+  // calibration measured no group waiting for another): a bound, said so.
+  bool waiting_assumed = false;
   // `term` is a name with static storage: each is kept once, by pointer,
   // without building a string per term read (a price reads hundreds).
   void note(const char* term, const GrowthTerm& fit, bool is_outside);

@@ -61,6 +61,14 @@ TEST(Predict, GroupsOfTheirOwnSizesInTheWorstOrder) {
   EXPECT_EQ(p.price.components.waiting, 208);
   EXPECT_EQ(p.plan.forwards[0].groups[0].waiting_bytes, 208);
   EXPECT_EQ(p.plan.forwards[0].groups[1].waiting_bytes, 13 * 48);
+  // The calibration measured no group waiting: it says what it assumed.
+  EXPECT_TRUE(p.extrapolation.waiting_assumed);
+  const std::vector<std::string> said = p.extrapolation.warnings(c);
+  ASSERT_FALSE(said.empty());
+  EXPECT_EQ(said.back().rfind("groups: ", 0), 0u) << said.back();
+  Calibration measured = c;
+  measured.waiting = line(0, 13);
+  EXPECT_FALSE(predict(measured, r).extrapolation.waiting_assumed);
   // The forward order does not change the worst order's price.
   WaveRequest swapped;
   swapped.groups = {{48, {}, "b"}, {16, {}, "a"}};

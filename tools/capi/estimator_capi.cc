@@ -139,7 +139,8 @@ int32_t moment_code(psc::pricing::Moment moment) {
 }
 
 int32_t extrapolated_flags(const psc::Extrapolation& e) {
-  return (e.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) | (e.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES);
+  return (e.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) | (e.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
+         (e.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0);
 }
 
 psc_price to_price(const psc::pricing::Price& p, const psc::Extrapolation& e) {
@@ -171,7 +172,7 @@ void store_price(const psc_price& price, psc_price* out) {
 
 void write_warnings(const psc::Calibration& c, const psc::Extrapolation& e, char* message, size_t message_size) {
   if (message == nullptr || message_size == 0) return;
-  if (e.outside.empty() && e.few_sizes.empty()) {
+  if (extrapolated_flags(e) == 0) {
     message[0] = '\0';
     return;
   }

@@ -40,6 +40,7 @@ extern "C" {
 /* psc_price.extrapolated: flags. */
 #define PSC_EXTRAPOLATED_OUTSIDE 1   /* a term priced outside the sizes it was calibrated on */
 #define PSC_EXTRAPOLATED_FEW_SIZES 2 /* a term calibrated from fewer than 3 sizes */
+#define PSC_EXTRAPOLATED_WAITING 4   /* groups priced waiting with a bound: no calibration wave measured it (v2) */
 
 typedef struct psc_calibration psc_calibration;
 
