@@ -37,7 +37,8 @@
 // any calibrated one also has its squares priced as l_max² / ρ_min (ρ_min the
 // calibration waves' smallest l_max² / Σl²): memory a + b t + c Σl² + d l_max²
 // is fitted as c' ≈ c + d ρ, so with c, d ≥ 0 that bounds d l_max² from the
-// fit alone.
+// fit alone. A calibration of waves of one sequence only prices a packed wave
+// as one sequence of its tokens (priced_size).
 #pragma once
 
 #include <algorithm>
@@ -148,6 +149,17 @@ struct GrowthTerm {
   // The size as priced: a longest sequence beyond the calibrated ones bounds
   // the squares (above).
   WaveSize priced_size(WaveSize size) const {
+    // Calibrated on waves of one sequence only, where the squares of the
+    // sequences and of the whole wave are one number: whether a quadratic
+    // term grows with the one or the other cannot be told (attention over a
+    // packed wave may score every pair of its tokens, masked). A packed wave
+    // is priced as one sequence of its tokens, which bounds both.
+    if (sizes > 0 && largest.sequences <= 1 && size.sequences > 1) {
+      const double whole = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
+      size.square_tokens = whole;
+      size.longest_square = whole;
+      return size;
+    }
     if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
       size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
     return size;

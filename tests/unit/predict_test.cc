@@ -207,8 +207,20 @@ TEST(Predict, AdmissionIsTheLargestWidthThatFits) {
   EXPECT_GT(predict(c, at).price.required_bytes, budget);
   ASSERT_TRUE(a.next_required_bytes);
   EXPECT_EQ(*a.next_required_bytes, predict(c, at).price.required_bytes);
-  // Packed in shorter sequences, the squares shrink: a wider wave fits.
-  EXPECT_GT(admit_wave(c, shape, 64, 1 << 16, budget).tokens, a.tokens);
+  // Calibrated on waves of one sequence, the squares of a packed wave are
+  // priced as the whole wave's (its attention may score every pair): packing
+  // buys nothing.
+  EXPECT_EQ(admit_wave(c, shape, 64, 1 << 16, budget).tokens, a.tokens);
+  // A calibration that saw packed waves prices the sequences' squares: packed
+  // in shorter sequences, a wider wave fits.
+  Calibration seen = c;
+  auto saw_packing = [](GrowthTerm& t) { t.largest.sequences = 8; };
+  for (GrowthTerm& t : seen.boundary) saw_packing(t);
+  for (GrowthTerm* t : {&seen.workspace, &seen.input_gradient, &seen.output, &seen.head_saved}) saw_packing(*t);
+  for (MomentFit* m : {&seen.moments->head}) saw_packing(m->events.front());
+  for (MomentFit& m : seen.moments->before_gradient) saw_packing(m.events.front());
+  for (MomentFit& m : seen.moments->after_gradient) saw_packing(m.events.front());
+  EXPECT_GT(admit_wave(seen, shape, 64, 1 << 16, budget).tokens, a.tokens);
   EXPECT_EQ(packed_sequences(130, 64), (std::vector<int64_t>{64, 64, 2}));
 }
 
