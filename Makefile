@@ -9,7 +9,7 @@ OPT        ?= -O2
 CXXFLAGS   ?= $(OPT) -g
 WARN       := -Wall -Wextra -Wno-missing-field-initializers
 GENERATED  := $(BUILD)/generated
-CPPFLAGS   := -I. -I$(GENERATED) -MMD -MP
+CPPFLAGS   := -I. -Iinclude -I$(GENERATED) -MMD -MP
 CXXSTD     := -std=c++20
 JOBS       ?= $(shell nproc)
 CUDA_HOME  ?= /usr/local/cuda
@@ -33,11 +33,11 @@ PRELOAD_FLAGS := -isystem $(CUDA_HOME)/include -fPIC -fno-exceptions -fno-rtti -
                  -fno-stack-protector -fno-threadsafe-statics -DPSC_PRELOAD
 # The reading half, one archive per layer tagged "archive" in tools/layers,
 # listed top first: the order a linker needs. "archive=DIR" takes DIR's sources
-# only (tools: tools/cli, less the CLI's main).
+# only. The CLI's main (cli/main.cc) stays out of the cli archive.
 LAYERS := $(strip $(call reverse,$(call layers_tagged,archive)))
 ARCHIVE_DIRS := $(shell sed -n 's/^\([a-z_]*\):.*|.*\<archive=\([^ ]*\).*/\1=\2/p' tools/layers)
 layer_dir = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(ARCHIVE_DIRS))),$(1))
-layer_srcs = $(filter-out tools/cli/main.cc,$(call sources_under,$(call layer_dir,$(1))))
+layer_srcs = $(filter-out cli/main.cc,$(call sources_under,$(call layer_dir,$(1))))
 READ_SRCS := $(foreach l,$(LAYERS),$(call layer_srcs,$(l)))
 SUPPORT_SRCS   := $(wildcard tests/support/*.cc)
 UNIT_SRCS      := $(wildcard tests/unit/*.cc)
@@ -58,11 +58,11 @@ LIBS    := $(foreach l,$(LAYERS),$(BUILD)/lib/libpsc_$(l).a)
 CLI     := $(BUILD)/peakscope
 UNIT    := $(BUILD)/unit_tests
 BENCH   := $(BUILD)/benchmarks
-# The calibrated predictor behind a C ABI (tools/capi/peakscope_estimator.h),
+# The calibrated predictor behind a C ABI (include/peakscope/estimator.h),
 # for Python through ctypes: exports the psc_calibration_* functions only.
-CAPI_SRC := tools/capi/estimator_capi.cc
+CAPI_SRC := capi/estimator_capi.cc
 CAPI_OBJ := $(BUILD)/capi/estimator_capi.o
-CAPI_MAP := tools/capi/peakscope_estimator.map
+CAPI_MAP := capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
@@ -127,8 +127,8 @@ $(BUILD)/lib/libpsc_$(1).a: $(call obj,lib,$(call layer_srcs,$(1)))
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
-$(CLI): $(BUILD)/lib/tools/cli/main.o $(LIBS) $(PRELOAD)
-	$(CXX) -o $@ $(BUILD)/lib/tools/cli/main.o $(LIBS) -lfmt -lsqlite3 -lz -lpthread
+$(CLI): $(BUILD)/lib/cli/main.o $(LIBS) $(PRELOAD)
+	$(CXX) -o $@ $(BUILD)/lib/cli/main.o $(LIBS) -lfmt -lsqlite3 -lz -lpthread
 
 # Nothing of the archive (or of fmt's headers) is exported: the version script
 # keeps the psc_calibration_* functions global and everything else local.

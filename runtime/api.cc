@@ -1,5 +1,5 @@
 // The public C API (peakscope.h), exported from the preloaded library.
-#include "runtime/peakscope.h"
+#include "peakscope/peakscope.h"
 
 #include "runtime/recorder.h"
 #include "runtime/sys.h"

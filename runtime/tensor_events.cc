@@ -8,8 +8,8 @@
 //
 // Cost: one recorded event, like a hook. Called with PyTorch's allocator lock
 // held: nothing here takes a lock or calls back into CUDA.
+#include "peakscope/peakscope.h"
 #include "runtime/allocated_level.h"
-#include "runtime/peakscope.h"
 #include "runtime/recorder.h"
 #include "runtime/sys.h"
 

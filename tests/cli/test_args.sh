@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every subcommand's command line reads the same (tools/cli/args.h): -h and
+# Every subcommand's command line reads the same (cli/args.h): -h and
 # --help print its usage on stdout and exit 0; an unknown option and an option
 # without its value exit 2 with a first stderr line that names the option.
 #
@@ -115,7 +115,7 @@ refused "peakscope report: --top: 'q' must be a non-negative integer" report "$T
 refused "peakscope price: --budget: '-0' must be a non-negative integer" price --calibration "$CAL" --budget -0
 refused "peakscope price: --budget: '8EiB' must be a non-negative integer" price --calibration "$CAL" --budget 8EiB
 refused "peakscope price: --budget: '99999999999TiB' is too large" price --calibration "$CAL" --budget 99999999999TiB
-# Every number goes through tools/cli/args.h: the error names the option.
+# Every number goes through cli/args.h: the error names the option.
 refused "peakscope export: --wave: 'x' must be a non-negative integer (a wave's number: 0, 1, ...)" \
   export "$TRACE" --format chrome -o "$TMP/w.json" --wave x
 refused "peakscope export: --wave: ' 1' must be a non-negative integer (a wave's number: 0, 1, ...)" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Held-out accuracy as a test: models built from PyTorch's own modules
-# (tools/heldout/), calibrated on three sizes and checked inside the range and
+# (workloads/heldout/), calibrated on three sizes and checked inside the range and
 # up to 3x beyond (tools/accuracy-suite --quick: smaller sizes than the
 # published table in docs/accuracy.md). A model passes when check finds no
 # under-estimate.

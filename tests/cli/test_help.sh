@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command table (tools/cli/command_table.cc) prints `peakscope help`, every
+# One command table (cli/command_table.cc) prints `peakscope help`, every
 # `peakscope CMD -h` and README.md's "Command line" section: the three agree.
 # Per command, the forms in `peakscope help` are those `CMD -h` prints (wrapping
 # aside) with the same one-line description; every option the forms name has

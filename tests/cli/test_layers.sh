@@ -43,8 +43,8 @@ printf '#include "traces/reader.h"\n' >>"$root/runtime/writer.cc"
 expect "layers: the recorder including a reader fails" 1 "runtime/writer.cc:[0-9]+: runtime/ includes traces/" "$root"
 
 root=$(copy exporter)
-printf '#include "tools/cli/commands.h"\n' >>"$root/exchange/exporter.h"
-expect "layers: an exporter including the CLI fails" 1 "exchange/exporter.h:[0-9]+: exchange/ includes tools/" "$root"
+printf '#include "cli/commands.h"\n' >>"$root/exchange/exporter.h"
+expect "layers: an exporter including the CLI fails" 1 "exchange/exporter.h:[0-9]+: exchange/ includes cli/" "$root"
 
 root=$(copy unplaced)
 mkdir -p "$root/extras" && printf 'int x;\n' >"$root/extras/x.cc"
@@ -61,14 +61,23 @@ root=$(copy subfolder)
 mkdir -p "$root/exchange/perfetto"
 printf '#include "estimator/check.h"\n#include "exchange/exporter.h"\n' >"$root/exchange/perfetto/ok.cc"
 expect "layers: a file in a subfolder of a layer may include what its layer may" 0 '^ok layers' "$root"
-printf '#include "tools/cli/commands.h"\n' >"$root/exchange/perfetto/up.h"
+printf '#include "cli/commands.h"\n' >"$root/exchange/perfetto/up.h"
 expect "layers: a file in a subfolder of a layer going up fails" 1 \
-  "exchange/perfetto/up.h:1: exchange/ includes tools/, which is not below it" "$root"
+  "exchange/perfetto/up.h:1: exchange/ includes cli/, which is not below it" "$root"
 
 root=$(copy cpp)
-printf '#include "tests/support/trace_writer.h"\n' >>"$root/tools/python/peakscope/trace_tracker.cpp"
-expect "layers: a .cpp file going up fails (tools/python/peakscope/trace_tracker.cpp)" 1 \
-  "tools/python/peakscope/trace_tracker.cpp:[0-9]+: tools/ includes tests/" "$root"
+printf '#include "tests/support/trace_writer.h"\n' >>"$root/python/peakscope/trace_tracker.cpp"
+expect "layers: a .cpp file going up fails (python/peakscope/trace_tracker.cpp)" 1 \
+  "python/peakscope/trace_tracker.cpp:[0-9]+: python/ includes tests/" "$root"
+
+# include/ is no layer: the public headers, which any folder may include
+# ("peakscope/..."), include only each other.
+root=$(copy public)
+printf '#include "peakscope/estimator.h"\n' >>"$root/format/event.h"
+expect "layers: any folder may include a public header (include/peakscope/)" 0 '^ok layers' "$root"
+printf '#include "runtime/recorder.h"\n' >>"$root/include/peakscope/peakscope.h"
+expect "layers: a public header including a layer fails" 1 \
+  "include/peakscope/peakscope.h:[0-9]+: a public header includes runtime/" "$root"
 
 root=$(copy relative)
 printf '#include "../estimator/check.h"\n' >>"$root/exchange/exporter.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Random held-out models as a test: three seeds of tools/heldout/random_models.py,
+# Random held-out models as a test: three seeds of workloads/heldout/random_models.py,
 # each calibrated on three sizes and checked inside the range and up to 3x
 # beyond it (tools/accuracy-random; `make accuracy` runs 30 seeds). A model
 # passes when check prices none of its waves under the measured peak.

@@ -10,8 +10,8 @@ FUZZ_CXX      ?= clang++
 FUZZ_SECONDS  ?= 20
 FUZZ_DIR      := $(BUILD)/fuzz
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -I$(GENERATED) -MMD -MP
-FUZZ_LIB_SRCS := $(filter-out tools/cli/%,$(READ_SRCS))
+FUZZ_CXXFLAGS := $(CXXSTD) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -I. -Iinclude -I$(GENERATED) -MMD -MP
+FUZZ_LIB_SRCS := $(filter-out cli/%,$(READ_SRCS))
 FUZZ_LIB_OBJS := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
 FUZZ_TARGETS  := fuzz_reader fuzz_torch_snapshot fuzz_nsys_sqlite fuzz_plan fuzz_calibration fuzz_report
 FUZZ_BINS     := $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))

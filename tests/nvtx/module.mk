@@ -3,7 +3,7 @@
 # (the fourth, libpsc_nvtx_cuda, only in `nvtx_program names`);
 # the fake tool stands in for another injection (Nsight Systems) to chain to.
 NVTX_TEST_DIR    := $(BUILD)/nvtx
-NVTX_TEST_FLAGS  := $(CXXSTD) $(CXXFLAGS) $(WARN) -I. -isystem $(CUDA_HOME)/include -fPIC
+NVTX_TEST_FLAGS  := $(CXXSTD) $(CXXFLAGS) $(WARN) -I. -Iinclude -isystem $(CUDA_HOME)/include -fPIC
 NVTX_CLIENT_LIBS := $(NVTX_TEST_DIR)/libpsc_nvtx_core.so $(NVTX_TEST_DIR)/libpsc_nvtx_domains.so \
                     $(NVTX_TEST_DIR)/libpsc_nvtx_cuda.so
 NVTX_FAKE_TOOL   := $(NVTX_TEST_DIR)/libpsc_nvtx_fake_tool.so

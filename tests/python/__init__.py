@@ -1,4 +1,4 @@
-"""Tests of the Python helper (tools/python/peakscope) and the embedded workload.
+"""Tests of the Python helper (python/peakscope) and the embedded workload.
 
 Run from the repository root: /usr/bin/python3 -m unittest discover -s tests/python -t .
 """

@@ -5,7 +5,7 @@ import sys
 import threading
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-for _path in (os.path.join(REPO, "tools", "python"), os.path.join(REPO, "tools", "workloads")):
+for _path in (os.path.join(REPO, "python"), os.path.join(REPO, "workloads", "torch")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 

@@ -180,7 +180,7 @@ class AutomaticChoiceTest(unittest.TestCase):
     def test_capi_through_ld_preload_in_a_child(self):
         log = os.path.join(self.directory.name, "preload.log")
         environment = dict(os.environ, LD_PRELOAD=self.libraries["preload"], FAKE_CAPI_LOG=log)
-        child = subprocess.run([sys.executable, "-c", CHILD, os.path.join(support.REPO, "tools", "python")],
+        child = subprocess.run([sys.executable, "-c", CHILD, os.path.join(support.REPO, "python")],
                                env=environment, capture_output=True, text=True, timeout=120)
         self.assertEqual(child.returncode, 0, child.stderr)
         self.assertEqual(child.stdout.split(), ["capi", "0"])

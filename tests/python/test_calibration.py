@@ -15,7 +15,7 @@ from tests.python import support
 
 CLI = os.path.join(support.REPO, "build", "peakscope")
 PRELOAD = os.path.join(support.REPO, "build", "libpeakscope_preload.so")
-SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
+SCRIPT = os.path.join(support.REPO, "workloads", "torch", "lora_step.py")
 SIZES = ["--layers", "4", "--hidden", "32", "--heads", "2", "--intermediate", "64", "--rank", "8",
          "--vocab", "64", "--attention-block", "16"]
 KEYS = {"tokens", "cold", "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "admitted_error"}

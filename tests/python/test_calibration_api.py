@@ -18,18 +18,18 @@ import unittest
 
 from tests.python import support
 
-import peakscope  # noqa: E402  (support put tools/python on the path)
+import peakscope  # noqa: E402  (support put python/ on the path)
 from peakscope import calibration as api  # noqa: E402
 
 CLI = os.path.join(support.REPO, "build", "peakscope")
 PRELOAD = os.path.join(support.REPO, "build", "libpeakscope_preload.so")
 LIBRARY = os.path.join(support.REPO, "build", "libpeakscope_estimator.so")
-SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
+SCRIPT = os.path.join(support.REPO, "workloads", "torch", "lora_step.py")
 SIZES = ["--layers", "4", "--hidden", "32", "--heads", "2", "--intermediate", "64", "--rank", "8",
          "--vocab", "64", "--attention-block", "16"]
 COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "waiting",
               "transient")
-TWO_SLOTS = os.path.join(support.REPO, "tools", "workloads", "lora_two_slots.py")
+TWO_SLOTS = os.path.join(support.REPO, "workloads", "torch", "lora_two_slots.py")
 
 
 def run(*arguments):

@@ -83,7 +83,7 @@ class PluggableAllocatorTest(unittest.TestCase):
     def test_a_preloaded_process_finds_its_recorder(self):
         with tempfile.TemporaryDirectory() as scratch:
             env = dict(os.environ, LD_PRELOAD=PRELOAD, PEAKSCOPE_OUTPUT=os.path.join(scratch, "t.pstrace"),
-                       PEAKSCOPE_QUIET="1", PYTHONPATH=os.path.join(support.REPO, "tools", "python"))
+                       PEAKSCOPE_QUIET="1", PYTHONPATH=os.path.join(support.REPO, "python"))
             env.pop("PEAKSCOPE_LIBRARY", None)
             code = "from peakscope import cuda; print(cuda.preload_library_path())"
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

@@ -1,7 +1,7 @@
 """Data-parallel ranks: the launcher on its own, then ranks under `peakscope record --host`.
 
 The launcher tests run small Python commands and need neither torch nor the
-build. The recorded tests start tools/workloads/launch_ranks.py under
+build. The recorded tests start workloads/torch/launch_ranks.py under
 build/peakscope record, which follows the launcher's children into one trace
 per rank (<stem>.r<RANK>.<host>.p<PID>.pstrace); they read `report --json`,
 and the run's exports with JSON and SQLite readers.
@@ -33,8 +33,8 @@ except ImportError as missing:
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.path.join(REPO, "build", "peakscope")
 PRELOAD = os.path.join(REPO, "build", "libpeakscope_preload.so")
-LAUNCHER = os.path.join(REPO, "tools", "workloads", "launch_ranks.py")
-WORKLOAD = os.path.join(REPO, "tools", "workloads", "ddp_lora.py")
+LAUNCHER = os.path.join(REPO, "workloads", "torch", "launch_ranks.py")
+WORKLOAD = os.path.join(REPO, "workloads", "torch", "ddp_lora.py")
 HOST_PATTERN = os.path.join(REPO, "build", "programs", "host_pattern")
 BUILT = os.access(CLI, os.X_OK) and os.path.exists(PRELOAD)
 RANK_TRACE = re.compile(r"^run\.r(\d+)\.[A-Za-z0-9_-]+\.p(\d+)\.pstrace$")

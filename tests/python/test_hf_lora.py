@@ -1,4 +1,4 @@
-"""tools/workloads/hf_lora.py: what runs without a GPU.
+"""workloads/torch/hf_lora.py: what runs without a GPU.
 
 Its packing runs anywhere; the workload itself needs transformers and peft,
 which the CPU machine usually lacks: then it must say so and exit 3 (the run
@@ -13,7 +13,7 @@ import sys
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(REPO, "tools", "workloads", "hf_lora.py")
+SCRIPT = os.path.join(REPO, "workloads", "torch", "hf_lora.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 
 import hf_lora  # noqa: E402  (imports nothing heavy at module level)

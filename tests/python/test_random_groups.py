@@ -14,7 +14,7 @@ import torch
 
 from tests.python import support
 
-sys.path.append(os.path.join(support.REPO, "tools", "heldout"))
+sys.path.append(os.path.join(support.REPO, "workloads", "heldout"))
 
 import peakscope  # noqa: E402
 import random_models  # noqa: E402

@@ -1,4 +1,4 @@
-"""The random held-out models (tools/heldout/random_models.py): what a seed draws, and that it trains."""
+"""The random held-out models (workloads/heldout/random_models.py): what a seed draws, and that it trains."""
 
 import collections
 import os
@@ -9,7 +9,7 @@ import torch
 
 from tests.python import support
 
-sys.path.append(os.path.join(support.REPO, "tools", "heldout"))
+sys.path.append(os.path.join(support.REPO, "workloads", "heldout"))
 
 import random_models  # noqa: E402
 

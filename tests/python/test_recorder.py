@@ -12,7 +12,7 @@ from tests.python import support
 import lora_step
 
 from tests.python.recorded import CLI, PRELOAD, RecordedTraceTest  # noqa: E402
-SCRIPT = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
+SCRIPT = os.path.join(support.REPO, "workloads", "torch", "lora_step.py")
 RECORDED = ["--steps", "2", "--tokens", "4,128", "--layers", "4", "--hidden", "32", "--heads", "2",
             "--intermediate", "64", "--rank", "8", "--vocab", "64", "--attention-block", "16"]
 

@@ -1,7 +1,7 @@
 """psc_record_tensor_event through the real recorder, and the trace tracker's loader.
 
 The entry point is what PyTorch's allocator trace tracker
-(tools/python/peakscope/trace_tracker.cpp) calls on a GPU; here a process
+(python/peakscope/trace_tracker.cpp) calls on a GPU; here a process
 under `peakscope record --host --level reserved` calls it through ctypes, with
 host blocks standing in for the segments the cudaMalloc hooks would record.
 The tensors must stay at the allocated level (read first, never added on top
@@ -13,7 +13,7 @@ import sys
 import unittest
 
 from tests.python.recorded import CLI, PRELOAD, REPO, RecordedTraceTest
-sys.path.insert(0, os.path.join(REPO, "tools", "python"))
+sys.path.insert(0, os.path.join(REPO, "python"))
 
 # Two 1 MiB "segments" (posix_memalign, recorded by the host hooks at the
 # reserved level); inside them three tensors, the first at a segment's own

@@ -1,6 +1,6 @@
 """Intra-op threads do not change a price.
 
-The same held-out model (tools/heldout/step.py, eager nn.MultiheadAttention)
+The same held-out model (workloads/heldout/step.py, eager nn.MultiheadAttention)
 is recorded with one intra-op thread and with two, each with the recorder's
 default settings, calibrated on the same three sizes, and priced at sizes
 inside and beyond them: the prices are the same to the byte. Blocks a worker
@@ -19,7 +19,7 @@ from tests.python import support
 
 CLI = os.path.join(support.REPO, "build", "peakscope")
 PRELOAD = os.path.join(support.REPO, "build", "libpeakscope_preload.so")
-STEP = os.path.join(support.REPO, "tools", "heldout", "step.py")
+STEP = os.path.join(support.REPO, "workloads", "heldout", "step.py")
 
 
 @unittest.skipUnless(os.access(CLI, os.X_OK) and os.path.exists(PRELOAD),

@@ -129,7 +129,7 @@ class WorkloadRunTest(unittest.TestCase):
 
     def test_command_line(self):
         environment = dict(os.environ, PEAKSCOPE_BACKEND="none")
-        script = os.path.join(support.REPO, "tools", "workloads", "lora_step.py")
+        script = os.path.join(support.REPO, "workloads", "torch", "lora_step.py")
         child = subprocess.run([sys.executable, script] + SMALL, capture_output=True, text=True,
                                env=environment, timeout=120)
         self.assertEqual(child.returncode, 0, child.stderr)

@@ -1,5 +1,5 @@
 # `make sanitize`: sanitizers on everything that is not injected.
-#  - ASan + UBSan: the unit tests of traces/, estimator/, tools/ (the recorder
+#  - ASan + UBSan: the unit tests of traces/, estimator/, cli/ (the recorder
 #    tests inside still run the real, unsanitized preload, as in production)
 #  - TSan: the runtime's lock-free code linked directly into a stress program
 .PHONY: sanitize
@@ -18,7 +18,7 @@ $(SAN_DIR)/unit_tests: $(SAN_ASAN_OBJS)
 
 $(SAN_DIR)/recorder_stress: $(SAN_TSAN_SRCS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXSTD) -O1 -g -fsanitize=thread -I. -isystem $(CUDA_HOME)/include $(filter %.cc,$^) -o $@ -lfmt -lpthread -ldl
+	$(CXX) $(CXXSTD) -O1 -g -fsanitize=thread -I. -Iinclude -isystem $(CUDA_HOME)/include $(filter %.cc,$^) -o $@ -lfmt -lpthread -ldl
 
 sanitize: all $(SAN_DIR)/unit_tests $(SAN_DIR)/recorder_stress
 	PSC_BUILD_DIR=$(abspath $(BUILD)) $(SAN_DIR)/unit_tests --gtest_brief=1

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/peakscope.h"
+#include "peakscope/peakscope.h"
 #include "runtime/recorder.h"
 #include "traces/reader.h"
 

@@ -1,6 +1,6 @@
-// The subcommands' argument parser (tools/cli/args.h): what goes where, the
+// The subcommands' argument parser (cli/args.h): what goes where, the
 // error texts the CLI tests hold the commands to, and the shared converters.
-#include "tools/cli/args.h"
+#include "cli/args.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/cli/command_table.h"
-#include "tools/cli/commands.h"
+#include "cli/command_table.h"
+#include "cli/commands.h"
 
 namespace psc::cli {
 namespace {

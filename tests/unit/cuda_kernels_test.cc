@@ -1,4 +1,4 @@
-// The nvcc-built reference workload (kernels/lora_workload.cu): its math on the
+// The nvcc-built reference workload (workloads/cuda/lora_workload.cu): its math on the
 // host, and its real loading path (fat binary registration, kernel launches
 // through the runtime) against the test doubles under the recorder.
 #include "tests/unit/cuda_support.h"
@@ -6,7 +6,7 @@
 namespace psc::cuda_test {
 namespace {
 
-std::string workload() { return build_dir() + "/kernels/lora_workload"; }
+std::string workload() { return build_dir() + "/workloads/cuda/lora_workload"; }
 
 #define SKIP_WITHOUT_WORKLOAD() \
   if (!fs::exists(workload())) GTEST_SKIP() << workload() << " not built (no nvcc at $(NVCC)?)"

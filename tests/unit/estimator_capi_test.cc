@@ -1,9 +1,9 @@
-// The C ABI of libpeakscope_estimator.so (tools/capi/peakscope_estimator.h),
+// The C ABI of libpeakscope_estimator.so (include/peakscope/estimator.h),
 // linked in directly: every price and admission is predict()'s and
 // admit_wave()'s on the same calibration, errors come back as codes and
 // messages, structs are read and written only as far as their size says, and
 // one handle serves several threads at once.
-#include "tools/capi/peakscope_estimator.h"
+#include "peakscope/estimator.h"
 
 #include <gtest/gtest.h>
 

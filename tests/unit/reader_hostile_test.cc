@@ -22,6 +22,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/report_json.h"
+#include "cli/args.h"
 #include "common/json_file.h"
 #include "estimator/liveness.h"
 #include "exchange/exporter.h"
@@ -29,7 +30,6 @@
 #include "format/crc32c.h"
 #include "tests/support/export_fixture.h"
 #include "tests/support/synthetic_trace.h"
-#include "tools/cli/args.h"
 #include "traces/reader.h"
 #include "traces/writer.h"
 

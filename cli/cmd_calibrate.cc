@@ -1,0 +1,196 @@
+// `peakscope calibrate` (its command line: cli/command_table.cc).
+//
+// Fits the pricing model's liveness terms per model from traced waves
+// (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
+// Prints what it measured per wave, so a poor fit can be traced to its wave.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/command_table.h"
+#include "cli/commands.h"
+#include "common/parallel.h"
+#include "common/progress.h"
+#include "estimator/calibration.h"
+#include "estimator/liveness.h"
+#include "estimator/margin.h"
+
+namespace psc::cli {
+namespace {
+
+struct CalibrateOptions {
+  std::vector<std::string> traces;
+  std::string out;
+  double safety = 1.1;
+  bool flat_safety = false;  // --safety given: no derived margin
+  bool allow_host_floor = false;
+};
+
+// False for -h: the usage is printed.
+[[nodiscard]] bool parse(int argc, char** argv, CalibrateOptions& o) {
+  ArgParser args(command_spec("calibrate"));
+  args.option({"-o"}, &o.out);
+  args.option({"--safety"}, [&](const std::string& name, const std::string& value) {
+    o.safety = parse_number(name, value, 1.0, 64.0, "a factor between 1 and 64");
+    o.flat_safety = true;
+  });
+  args.flag({"--allow-host-floor"}, &o.allow_host_floor);
+  args.positionals(&o.traces);
+  if (!args.parse(argc, argv)) return false;
+  if (o.traces.empty()) args.fail("no trace given");
+  o.traces = expand_trace_folders(o.traces);  // a run's folder: every rank's trace
+  if (o.out.empty()) args.fail("no output given (-o CAL.json)");
+  return true;
+}
+
+void print_waves(const Liveness& t) {
+  std::printf("%s: %d layers, %zu waves\n", t.path.c_str(), t.layers, t.waves.size());
+  std::printf(
+      "  wave  tokens  cold   measured   retained    pending  workspace  ws_after_grad  input_grad     output  "
+      "first_exec@peak  peak in\n");
+  for (const WaveLiveness& w : t.waves) {
+    uint64_t retained = 0, pending = 0;
+    for (uint64_t b : w.boundary_bytes) retained += b;
+    for (uint64_t p : w.pending_gradient_bytes) pending += p;
+    // first_exec@peak: a cold wave's allocations with no warm counterpart
+    // that are live at its peak ("-" for a wave with no warm twin).
+    // ws_after_grad: what is left of a recomputed layer's workspace once its
+    // own gradients exist ("-" for a wave that made no gradient).
+    std::printf("  %4d  %6lld  %4s  %9llu  %9llu  %9llu  %9llu  %13s  %10llu  %9llu  %15s  %s\n", w.index,
+                static_cast<long long>(w.tokens), w.cold ? "yes" : "no",
+                static_cast<unsigned long long>(w.measured_peak_bytes), static_cast<unsigned long long>(retained),
+                static_cast<unsigned long long>(pending), static_cast<unsigned long long>(w.workspace_bytes),
+                w.workspace_after_gradient_bytes >= 0 ? std::to_string(w.workspace_after_gradient_bytes).c_str() : "-",
+                static_cast<unsigned long long>(w.input_gradient_bytes),
+                static_cast<unsigned long long>(w.output_bytes),
+                w.warm_twin >= 0 ? std::to_string(w.first_execution_at_peak_bytes).c_str() : "-",
+                w.peak_range.empty() ? "(no range)" : w.peak_range.c_str());
+  }
+}
+
+std::string percent(double v) { return v < 0 ? std::string("-") : fmt::format("{:.2f}%", v * 100); }
+
+void print_fit(const std::string& name, const GrowthTerm& t) {
+  fmt::print("  {:<40} {:>9} {:>5} {:>14.1f} {:>12.3f} {:>14.5f} {:>12.0f} {:>10} {:>10}\n", name,
+             growth_name(t.growth), t.sizes, t.intercept, t.per_token, t.per_square_token, t.max_abs_residual,
+             percent(t.left_out_error_linear), percent(t.left_out_error_quadratic));
+}
+
+// Each fitted term: the growth chosen, from how many sizes, the fit, its
+// largest residual on the calibration waves and the errors that chose it
+// (each size predicted from the others: linear, quadratic). Moments print
+// their method and, per layer, the event that is largest at the largest
+// calibrated size.
+void print_fits(const Calibration& c) {
+  fmt::print(
+      "fits (bytes = intercept + per_token x tokens + per_square x sum of squared sequence lengths, per group):\n");
+  fmt::print("  {:<40} {:>9} {:>5} {:>14} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "term", "growth", "sizes", "intercept",
+             "per_token", "per_square", "max_resid", "left_out_l", "left_out_q");
+  for (size_t i = 0; i < c.boundary.size(); ++i) print_fit(fmt::format("boundary[layer.{}]", i), c.boundary[i]);
+  print_fit("workspace", c.workspace);
+  if (c.workspace_after_gradient) print_fit("workspace_after_gradient", *c.workspace_after_gradient);
+  print_fit("input_gradient", c.input_gradient);
+  print_fit("output", c.output);
+  print_fit("head_saved", c.head_saved);
+  if (c.waiting) print_fit("waiting", *c.waiting);
+  if (!c.moments) {
+    fmt::print(
+        "moments: not measured (no wave of one group, no wave of several whose backward cut into one run "
+        "per group): prices charge the sum of the terms' maxima\n");
+    return;
+  }
+  auto dominant = [](const MomentFit& m) -> const GrowthTerm& {
+    const GrowthTerm* top = &m.events.front();
+    for (const GrowthTerm& t : m.events)
+      if (t.line(t.largest) > top->line(top->largest)) top = &t;
+    return *top;
+  };
+  auto moment = [&](const std::string& name, const MomentFit& m) {
+    print_fit(fmt::format("{} ({}, {} ev)", name, m.method, m.events.size()), dominant(m));
+  };
+  moment("moment.head", c.moments->head);
+  for (size_t i = 0; i < c.moments->before_gradient.size(); ++i) {
+    moment(fmt::format("moment.before[layer.{}]", i), c.moments->before_gradient[i]);
+    moment(fmt::format("moment.after[layer.{}]", i), c.moments->after_gradient[i]);
+  }
+}
+
+void print_margin(const Calibration& c) {
+  const Margin& m = c.margin;
+  if (m.derived)
+    fmt::print(
+        "margin (derived): +{:.2f}% inside the calibrated sizes, +{:.2f}% more per doubling beyond {} tokens "
+        "per group\n",
+        m.inside * 100, m.per_doubling * 100, m.largest_tokens);
+  else
+    fmt::print("margin: the flat safety factor x{}\n", c.safety_factor);
+  for (const std::string& line : m.evidence) fmt::print("  {}\n", line);
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  CalibrateOptions o;
+  if (!parse(argc, argv, o)) return kExitOk;
+  // Every trace side by side (common/parallel.h); their waves printed in order.
+  const unsigned threads = trace_threads(o.traces.size());
+  if (threads > 1) progress_stage(fmt::format("reading {} traces, {} at a time", o.traces.size(), threads), 0);
+  std::vector<Liveness> traces = parallel_map<Liveness>(
+      o.traces.size(), threads, [&](size_t i) { return analyze_liveness(o.traces[i]); },
+      [](size_t) { progress_advance(1); });
+  progress_done();
+  std::vector<std::string> warnings;
+  for (const Liveness& t : traces) {
+    const std::string problem = host_floor_problem(t);
+    if (problem.empty()) continue;
+    if (!o.allow_host_floor) throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
+    std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
+    warnings.push_back(problem);
+  }
+  for (const Liveness& t : traces) print_waves(t);
+  // A CalibrationError reaches main, which prints it like any bad input.
+  Calibration calibration = calibrate(traces, o.safety);
+  calibration.warnings = warnings;
+  if (!o.flat_safety) {
+    progress_stage("deriving the margin: each size left out in turn", 0);
+    calibration.margin = derive_margin(traces, calibration);
+    progress_done();
+  } else {
+    calibration.margin.evidence.push_back(
+        fmt::format("not derived: calibrate --safety {} asked for the flat factor", o.safety));
+  }
+  std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
+  out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
+  out.flush();
+  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  print_fits(calibration);
+  print_margin(calibration);
+  if (calibration.workspace_after_gradient) {
+    const GrowthTerm& a = *calibration.workspace_after_gradient;
+    std::printf("workspace left once a layer's own gradients exist: %.1f + %.1f/token (%s, %zu waves)\n", a.intercept,
+                a.per_token, calibration.workspace_after_gradient_method.c_str(), a.points);
+  } else {
+    std::printf("workspace left once a layer's own gradients exist: not measured (no wave made gradients)\n");
+  }
+  std::printf(
+      "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
+      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs; priced at "
+      "%s -> %s\n",
+      calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
+      static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
+      calibration.input_gradient.per_token, static_cast<unsigned long long>(calibration.input_gradient.margin_bytes),
+      calibration.output.intercept, calibration.output.per_token,
+      static_cast<unsigned long long>(calibration.output.margin_bytes),
+      static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
+      calibration.moments ? "the worst moment" : "the sum of maxima", o.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace psc::cli

@@ -1,0 +1,387 @@
+"""Prices from a calibration, by the C++ estimator itself.
+
+    cal = peakscope.Calibration.load("cal.json")        # written by `peakscope calibrate`
+    price = cal.price(2048, sequences=[1024, 1024], slots=["a"], cold=True)
+    price.required_bytes, price.components["workspace"], price.warnings
+    admission = cal.admit(40 << 30, max_sequence_length=1024)
+    admission.tokens, admission.price, admission.next_required_bytes
+
+Every figure comes from estimator/predict.h through libpeakscope_estimator.so
+(include/peakscope/estimator.h) and ctypes: nothing here prices. The
+library is, in order: the `library` argument, $PEAKSCOPE_ESTIMATOR_LIBRARY,
+build/libpeakscope_estimator.so of the repository this package sits in.
+
+A Calibration reuses its ctypes buffers from call to call (a lock keeps
+threads sharing one object apart) and calls the library with the GIL held
+(ctypes.PyDLL): a price takes a few microseconds.
+"""
+
+import ctypes
+import os
+import struct
+import threading
+from dataclasses import dataclass
+
+ENV_ESTIMATOR_LIBRARY = "PEAKSCOPE_ESTIMATOR_LIBRARY"
+LIBRARY_NAME = "libpeakscope_estimator.so"
+# python/peakscope/ -> the repository's build/
+DEFAULT_LIBRARY = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                "build", LIBRARY_NAME))
+
+PSC_OK = 0
+PSC_BAD_INPUT = 2
+EXTRAPOLATED_OUTSIDE = 1
+EXTRAPOLATED_FEW_SIZES = 2
+MOMENTS = (None, "head", "before_gradient", "after_gradient")  # psc_price.peak_moment, estimator's moment_name
+COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "transient")
+MESSAGE_BYTES = 4096
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class CalibrationError(ValueError):
+    """A calibration file or a request the estimator refuses; the message names the field."""
+
+
+class EstimatorLibraryNotFound(OSError):
+    """libpeakscope_estimator.so is not where it was looked for."""
+
+
+@dataclass(frozen=True)
+class Price:
+    raw_bytes: int        # the unscaled sum: compare it with a measured peak
+    required_bytes: int   # raw_bytes x the calibration's safety factor
+    components: dict      # output, retained, workspace, input_gradient, adapter_gradient, moment, waiting, transient
+    peak_layer: int       # the layer whose recompute holds the peak; -1: none, or the head
+    peak_moment: str      # "head", "before_gradient", "after_gradient", or None
+    warnings: list        # one line per kind of extrapolation
+    extrapolated: bool    # some term priced outside its calibrated sizes, or from fewer than 3
+
+
+@dataclass(frozen=True)
+class Admission:
+    tokens: int                # the largest width that fits the budget; 0: not one token
+    price: Price               # the price at `tokens`; None when 0
+    next_required_bytes: int   # required bytes one token wider; None when max_tokens was admitted
+    search_prices: int         # exact prices the search evaluated
+    group_tokens: list = None  # with groups: each group's tokens of the admitted wave
+
+
+# ---- the C ABI (include/peakscope/estimator.h) -------------------------------
+
+class _Request(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("tokens", ctypes.c_int64),
+                ("sequence_lengths", ctypes.POINTER(ctypes.c_int64)), ("sequence_count", ctypes.c_size_t),
+                ("slots", ctypes.c_char_p), ("cold", ctypes.c_int), ("gradients_exist", ctypes.c_int),
+                # version 2: each group's own size
+                ("group_tokens", ctypes.POINTER(ctypes.c_int64)), ("group_count", ctypes.c_size_t),
+                ("group_sequence_lengths", ctypes.POINTER(ctypes.c_int64)),
+                ("group_sequence_counts", ctypes.POINTER(ctypes.c_size_t))]
+
+
+class _Price(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t)] + [(name, ctypes.c_int64) for name in (
+        "raw_bytes", "required_bytes") + COMPONENTS] + [
+        ("peak_layer", ctypes.c_int32), ("peak_moment", ctypes.c_int32), ("extrapolated", ctypes.c_int32),
+        ("waiting", ctypes.c_int64)]  # version 2
+
+
+class _Admission(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("admitted_tokens", ctypes.c_int64), ("search_prices", ctypes.c_int64),
+                ("next_required_bytes", ctypes.c_int64), ("price", _Price)]
+
+
+# One read of a whole psc_price: size, 9 int64, 3 int32, (padding) the waiting int64.
+_PRICE_LAYOUT = struct.Struct("=Q9q3i4xq")
+assert _PRICE_LAYOUT.size <= ctypes.sizeof(_Price)
+
+_new = object.__new__
+_libraries = {}
+_libraries_lock = threading.Lock()
+
+
+def library_path(library=None):
+    """Where the estimator library is looked for (it may not exist)."""
+    return library or os.environ.get(ENV_ESTIMATOR_LIBRARY) or DEFAULT_LIBRARY
+
+
+def _load_library(library=None):
+    path = library_path(library)
+    with _libraries_lock:
+        lib = _libraries.get(path)
+        if lib is not None:
+            return lib
+        if not os.path.exists(path):
+            raise EstimatorLibraryNotFound(
+                f"{path}: no such file: build it with `make` in the repository "
+                f"(or name the library with ${ENV_ESTIMATOR_LIBRARY} or library=)")
+        try:
+            lib = ctypes.PyDLL(path)  # the GIL stays held: calls are short
+        except OSError as e:
+            raise EstimatorLibraryNotFound(f"{path}: cannot load: {e}") from e
+        lib.psc_calibration_load.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.psc_calibration_load.restype = ctypes.c_void_p
+        lib.psc_calibration_free.argtypes = [ctypes.c_void_p]
+        lib.psc_calibration_free.restype = None
+        lib.psc_calibration_price.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Request), ctypes.POINTER(_Price),
+                                              ctypes.c_char_p, ctypes.c_size_t]
+        lib.psc_calibration_price.restype = ctypes.c_int
+        lib.psc_calibration_group_split.argtypes = [ctypes.POINTER(_Request), ctypes.c_int64,
+                                                    ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+                                                    ctypes.c_char_p, ctypes.c_size_t]
+        lib.psc_calibration_group_split.restype = ctypes.c_int
+        lib.psc_calibration_admit.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Request), ctypes.c_int64,
+                                              ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(_Admission),
+                                              ctypes.c_char_p, ctypes.c_size_t]
+        lib.psc_calibration_admit.restype = ctypes.c_int
+        _libraries[path] = lib
+        return lib
+
+
+def _int64(name, value):
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise CalibrationError(f"{name}: {value} does not fit in 64 bits")
+    return value
+
+
+class Calibration:
+    """A cal.json loaded into the C++ estimator. Use `Calibration.load(path)`."""
+
+    def __init__(self, lib, handle, path):
+        self._lib = lib
+        self._handle = ctypes.c_void_p(handle)
+        self.path = path
+        # The hot call: a function object of its own without argtypes, every
+        # argument a ctypes object built here of exactly the C type (no
+        # conversion per call; psc_calibration_price keeps argtypes for others).
+        self._price_call = lib["psc_calibration_price"]
+        self._price_call.restype = ctypes.c_int
+        self._message_size = ctypes.c_size_t(MESSAGE_BYTES)
+        self._admit_call = lib.psc_calibration_admit
+        self._request = _Request(size=ctypes.sizeof(_Request))
+        self._request_ref = ctypes.pointer(self._request)
+        self._out = _Price(size=ctypes.sizeof(_Price))
+        self._out_ref = ctypes.pointer(self._out)
+        self._admission = _Admission(size=ctypes.sizeof(_Admission))
+        self._admission.price.size = ctypes.sizeof(_Price)
+        self._admission_ref = ctypes.pointer(self._admission)
+        self._message = ctypes.create_string_buffer(MESSAGE_BYTES)
+        self._lock = threading.Lock()
+        self._slots_key = None     # the last slots given, as a tuple
+        self._sequences = None     # keeps the last ctypes array alive
+
+    @classmethod
+    def load(cls, path, library=None):
+        """Reads a calibration written by `peakscope calibrate`. Raises CalibrationError
+        naming the file and the field (unreadable, not JSON, a field missing or wrong)."""
+        lib = _load_library(library)
+        error = ctypes.create_string_buffer(MESSAGE_BYTES)
+        handle = lib.psc_calibration_load(os.fsencode(path), error, MESSAGE_BYTES)
+        if not handle:
+            raise CalibrationError(error.value.decode("utf-8", "replace"))
+        return cls(lib, handle, os.fspath(path))
+
+    def close(self):
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None and handle.value:
+                self._lib.psc_calibration_free(handle)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Calibration({self.path!r})"
+
+    # ---- requests ------------------------------------------------------------------
+
+    def _set_shape(self, slots, cold, gradients_exist):
+        request = self._request
+        if slots is None:
+            if self._slots_key is not None:
+                request.slots = None
+                self._slots_key = None
+        else:
+            key = (slots,) if isinstance(slots, str) else tuple(slots)
+            if key != self._slots_key:
+                for i, slot in enumerate(key):
+                    if not isinstance(slot, str):
+                        raise CalibrationError(f"slots[{i}]: {slot!r} is not a slot name")
+                    if not slot:
+                        raise CalibrationError(f"slots[{i}]: an empty slot name")
+                    if "," in slot:
+                        raise CalibrationError(f"slots[{i}]: \"{slot}\" holds a comma, which the estimator's "
+                                               "interface reserves")
+                request.slots = ",".join(key).encode("utf-8")
+                self._slots_key = key
+        request.cold = 1 if cold else 0
+        request.gradients_exist = 1 if gradients_exist else 0
+
+    def _handle_value(self):
+        if self._handle is None:
+            raise CalibrationError(f"{self.path}: closed")
+        return self._handle
+
+    def _failure(self, rc):
+        text = self._message.value.decode("utf-8", "replace")
+        if rc == PSC_BAD_INPUT:
+            return CalibrationError(text)
+        return RuntimeError(f"peakscope estimator: {text}")
+
+    def _price_of(self, out):
+        _, raw, required, output, retained, workspace, input_gradient, adapter_gradient, moment, transient, \
+            layer, peak_moment, flags, waiting = _PRICE_LAYOUT.unpack_from(out)
+        # A frozen dataclass's __init__ sets each field through object.__setattr__;
+        # filling the new instance's __dict__ at once is the same object, in a third of the time.
+        price = _new(Price)
+        price.__dict__.update(
+            raw_bytes=raw, required_bytes=required,
+            components={"output": output, "retained": retained, "workspace": workspace,
+                        "input_gradient": input_gradient, "adapter_gradient": adapter_gradient, "moment": moment,
+                        "waiting": waiting, "transient": transient},
+            peak_layer=layer, peak_moment=MOMENTS[peak_moment],
+            warnings=self._message.value.decode("utf-8", "replace").split("\n") if flags else [],
+            extrapolated=flags != 0)
+        return price
+
+    def price(self, tokens=None, sequences=None, slots=None, cold=False, gradients_exist=False, groups=None):
+        """The price of one wave of `tokens` tokens: packed into `sequences` (lengths adding
+        up to tokens; None: one sequence), training `slots` in forward order (None: the
+        calibration's only slot), one gradient group each, equal parts. Or with `groups`
+        (each {"tokens", "slot", "sequence_lengths"}, as peakscope.group() makes them, in
+        forward order): each group at its own size; `tokens`, if given, their sum.
+        Raises CalibrationError naming the field it refuses."""
+        if groups is not None:
+            if sequences is not None or slots is not None:
+                raise CalibrationError("groups: give each group's sequences and slot in its group")
+            with self._lock:
+                return self._with_groups(groups, tokens or 0, cold, gradients_exist,
+                                         lambda: self._price_call(self._handle_value(), self._request_ref,
+                                                                  self._out_ref, self._message, self._message_size),
+                                         lambda: self._price_of(self._out))
+        if tokens is None:
+            raise CalibrationError("tokens: required (or give groups)")
+        with self._lock:
+            return self._price(tokens, sequences, slots, cold, gradients_exist)
+
+    def _with_groups(self, groups, tokens, cold, gradients_exist, call, result):
+        """Runs `call` with the request holding `groups`, then puts the request back as it was."""
+        sizes, slots, lengths, counts = [], [], [], []
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict) or "tokens" not in group:
+                raise CalibrationError(f"groups[{i}]: expected a dict with tokens (peakscope.group())")
+            sizes.append(_int64(f"groups[{i}].tokens", int(group["tokens"])))
+            slot = group.get("slot")
+            slots.append("" if slot is None else str(slot))
+            seq = list(group.get("sequence_lengths") or [])
+            lengths.extend(_int64(f"groups[{i}].sequence_lengths", int(v)) for v in seq)
+            counts.append(len(seq))
+        if not sizes:
+            raise CalibrationError("groups: empty")
+        request = self._request
+        token_array = (ctypes.c_int64 * len(sizes))(*sizes)
+        length_array = (ctypes.c_int64 * max(1, len(lengths)))(*lengths)
+        count_array = (ctypes.c_size_t * len(counts))(*counts)
+        saved = (request.tokens, request.sequence_lengths, request.sequence_count)
+        request.tokens = _int64("tokens", int(tokens))
+        request.sequence_lengths = None
+        request.sequence_count = 0
+        self._sequences = None
+        self._set_shape(slots if any(slots) else None, cold, gradients_exist)
+        request.group_tokens = token_array
+        request.group_count = len(sizes)
+        request.group_sequence_lengths = length_array
+        request.group_sequence_counts = count_array
+        try:
+            rc = call()
+            if rc != PSC_OK:
+                raise self._failure(rc)
+            return result()
+        finally:
+            request.group_tokens = None
+            request.group_count = 0
+            request.group_sequence_lengths = None
+            request.group_sequence_counts = None
+            request.tokens, request.sequence_lengths, request.sequence_count = saved[0], None, 0
+
+    def _price(self, tokens, sequences, slots, cold, gradients_exist):
+        request = self._request
+        if tokens.__class__ is not int or not INT64_MIN <= tokens <= INT64_MAX:
+            tokens = _int64("tokens", int(tokens))
+        request.tokens = tokens
+        if sequences is None:
+            if self._sequences is not None:
+                request.sequence_lengths = None
+                request.sequence_count = 0
+                self._sequences = None
+        else:
+            lengths = sequences if sequences.__class__ is list else list(sequences)
+            if lengths and (max(lengths) > INT64_MAX or min(lengths) < INT64_MIN):
+                for i, v in enumerate(lengths):
+                    _int64(f"sequences[{i}]", v)
+            array = (ctypes.c_int64 * len(lengths))(*lengths)  # TypeError for what is not an integer
+            request.sequence_lengths = array  # the field keeps the array alive
+            request.sequence_count = len(lengths)
+            self._sequences = array
+        if slots is None and self._slots_key is None:
+            request.cold = 1 if cold else 0
+            request.gradients_exist = 1 if gradients_exist else 0
+        else:
+            self._set_shape(slots, cold, gradients_exist)
+        rc = self._price_call(self._handle_value(), self._request_ref, self._out_ref, self._message, self._message_size)
+        if rc != PSC_OK:
+            raise self._failure(rc)
+        return self._price_of(self._out)
+
+    def admit(self, budget_bytes, slots=None, cold=False, gradients_exist=False, max_tokens=1 << 20,
+              max_sequence_length=0, groups=None):
+        """The largest wave (1..max_tokens tokens) whose required bytes fit `budget_bytes`,
+        packed into sequences of at most `max_sequence_length` tokens (0: one sequence).
+        With `groups` (each {"tokens", "slot"}), the groups' tokens are relative shares of
+        the wave: the admission's group_tokens say how the admitted wave splits."""
+        budget_bytes = _int64("budget_bytes", int(budget_bytes))
+        max_tokens = _int64("max_tokens", int(max_tokens))
+        max_sequence_length = _int64("max_sequence_length", int(max_sequence_length))
+        if groups is not None:
+            if slots is not None:
+                raise CalibrationError("groups: give each group's slot in its group")
+            with self._lock:
+                return self._with_groups(groups, 0, cold, gradients_exist,
+                                         lambda: self._admit_call(self._handle_value(), self._request_ref, budget_bytes,
+                                                                  max_tokens, max_sequence_length,
+                                                                  self._admission_ref, self._message, MESSAGE_BYTES),
+                                         self._admission_with_split)
+        with self._lock:
+            self._set_shape(slots, cold, gradients_exist)
+            rc = self._admit_call(self._handle_value(), self._request_ref, budget_bytes, max_tokens,
+                                  max_sequence_length, self._admission_ref, self._message, MESSAGE_BYTES)
+            if rc != PSC_OK:
+                raise self._failure(rc)
+            return self._admission_of()
+
+    def _admission_of(self, group_tokens=None):
+        a = self._admission
+        return Admission(tokens=a.admitted_tokens,
+                         price=self._price_of(a.price) if a.admitted_tokens > 0 else None,
+                         next_required_bytes=None if a.next_required_bytes < 0 else a.next_required_bytes,
+                         search_prices=a.search_prices, group_tokens=group_tokens)
+
+    def _admission_with_split(self):
+        """The admission, with how its wave splits between the request's groups."""
+        tokens = self._admission.admitted_tokens
+        if tokens <= 0:
+            return self._admission_of([])
+        count = self._request.group_count
+        out = (ctypes.c_int64 * count)()
+        rc = self._lib.psc_calibration_group_split(self._request_ref, tokens, out, count, self._message, MESSAGE_BYTES)
+        if rc != PSC_OK:
+            raise self._failure(rc)
+        return self._admission_of(list(out))
