@@ -177,10 +177,9 @@ void print_warnings(const Json& warnings) {
   for (const Json& w : warnings) fmt::print("warning: {}\n", w.get<std::string>());
 }
 
-void print_prediction(const std::string& path, const Json& p) {
-  const Json& r = p["request"];
-  std::string slots;
-  for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
+// What was priced: "N tokens in K sequences, slots A,B" or "N tokens in
+// groups a=128, b=96+160".
+std::string wave_shape(const Json& r) {
   if (r.contains("groups")) {
     std::string groups;
     for (const Json& g : r["groups"]) {
@@ -188,20 +187,18 @@ void print_prediction(const std::string& path, const Json& p) {
       if (g["sequence_lengths"].size() > 1) size = fmt::format("{}", fmt::join(g["sequence_lengths"], "+"));
       groups += (groups.empty() ? "" : ", ") + g["slot"].get<std::string>() + "=" + size;
     }
-    fmt::print("{}: {} tokens in groups {}, {}{}; priced at its {}\n", path, r["tokens"].get<std::int64_t>(), groups,
-               r["cold"].get<bool>() ? "cold" : "warm",
-               r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
-               p["pricing"].get<std::string>());
-    print_price_table(p, "");
-    fmt::print("margin: {:+.2f}%: {}\n", p["margin"]["fraction"].get<double>() * 100,
-               p["margin"]["why"].get<std::string>());
-    print_warnings(p["warnings"]);
-    return;
+    return fmt::format("{} tokens in groups {}", r["tokens"].get<std::int64_t>(), groups);
   }
+  std::string slots;
+  for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();
   const size_t sequences = r["sequence_lengths"].empty() ? 1 : r["sequence_lengths"].size();
-  fmt::print("{}: {} tokens in {} sequence{}, slots {}, {}{}; priced at its {}\n", path,
-             r["tokens"].get<std::int64_t>(), sequences, sequences == 1 ? "" : "s",
-             slots.empty() ? "(the calibrated one)" : slots, r["cold"].get<bool>() ? "cold" : "warm",
+  return fmt::format("{} tokens in {} sequence{}, slots {}", r["tokens"].get<std::int64_t>(), sequences,
+                     sequences == 1 ? "" : "s", slots.empty() ? "(the calibrated one)" : slots);
+}
+
+void print_prediction(const std::string& path, const Json& p) {
+  const Json& r = p["request"];
+  fmt::print("{}: {}, {}{}; priced at its {}\n", path, wave_shape(r), r["cold"].get<bool>() ? "cold" : "warm",
              r["gradients_exist"].get<bool>() ? ", gradients exist" : ", gradients pending",
              p["pricing"].get<std::string>());
   print_price_table(p, "");

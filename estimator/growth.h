@@ -53,6 +53,7 @@ struct WaveSize {
   double square_tokens = 0;   // sum of squared sequence lengths
   double longest_square = 0;  // the longest sequence's length, squared
   double sequences = 1;       // how many sequences (a group's share of them)
+  bool operator==(const WaveSize&) const = default;
 };
 // One sequence of `tokens` tokens.
 WaveSize unpacked(int64_t tokens);

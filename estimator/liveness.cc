@@ -146,9 +146,22 @@ struct Step {
   uint64_t end_ordinal = UINT64_MAX;  // of the allocation an allocating step makes
 };
 
-bool raises_rest(const Step& s) {
-  return s.delta > 0 && (s.category == Category::kWorkspace || s.category == Category::kInputGradient ||
-                         s.category == Category::kOutput || s.category == Category::kForwardScratch);
+// The terms a moment holds beside boundaries, adapter gradients and
+// first-execution allocations.
+bool is_rest(Category c) {
+  return c == Category::kWorkspace || c == Category::kInputGradient || c == Category::kOutput ||
+         c == Category::kForwardScratch;
+}
+
+bool raises_rest(const Step& s) { return s.delta > 0 && is_rest(s.category); }
+
+// Each layer's boundaries and the adapter gradients made, of `made`.
+void add_layer_terms(const std::vector<Made*>& made, size_t layers, WaveLiveness* w) {
+  for (const Made* m : made) {
+    if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
+    if (m->category == Category::kBoundary) w->boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+    if (m->category == Category::kAdapterGradient) w->pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
+  }
 }
 
 // Follows the moments of one wave's backward through its steps
@@ -283,10 +296,8 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
 struct RunCuts {
   std::vector<uint64_t> start, first_work;
 };
-RunCuts cut_runs(const std::vector<Made*>& made, uint64_t backward_start, size_t groups) {
-  std::vector<const Made*> order(made.begin(), made.end());
-  std::sort(order.begin(), order.end(),
-            [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+// `order`: the wave's allocations in allocation order.
+RunCuts cut_runs(const std::vector<const Made*>& order, uint64_t backward_start, size_t groups) {
   RunCuts cuts;
   int32_t layer = -1;
   uint64_t last_work = 0;
@@ -331,15 +342,12 @@ int run_by_backward(const Made& m, const RunCuts& cuts) {
 // the one before (the next group's embedding output, its first layer's
 // boundary) begins the next group. Fewer or more forwards than `groups` give
 // none.
-std::vector<uint64_t> forward_segments(const std::vector<Made*>& made, uint64_t backward_start, size_t groups) {
-  std::vector<const Made*> order;
-  for (const Made* m : made)
-    if (m->alloc_ordinal < backward_start && m->layer >= 0) order.push_back(m);
-  std::sort(order.begin(), order.end(),
-            [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+std::vector<uint64_t> forward_segments(const std::vector<const Made*>& order, uint64_t backward_start, size_t groups) {
   std::vector<uint64_t> starts;
   int32_t layer = -1;
   for (const Made* m : order) {
+    if (m->alloc_ordinal >= backward_start) break;
+    if (m->layer < 0) continue;
     if (starts.empty() || m->layer < layer) starts.push_back(starts.empty() ? 0 : m->alloc_ordinal);
     layer = m->layer;
   }
@@ -375,9 +383,7 @@ std::vector<size_t> groups_of_runs(const WaveLiveness& w, const std::vector<uint
 int64_t most_rest_live(const std::vector<Made*>& made, uint64_t from, uint64_t to) {
   std::vector<std::pair<uint64_t, int64_t>> changes;
   for (const Made* m : made) {
-    const bool rest = m->category == Category::kWorkspace || m->category == Category::kInputGradient ||
-                      m->category == Category::kOutput || m->category == Category::kForwardScratch;
-    if (!rest || m->alloc_ordinal >= to || m->end_ordinal < from) continue;
+    if (!is_rest(m->category) || m->alloc_ordinal >= to || m->end_ordinal < from) continue;
     changes.emplace_back(m->alloc_ordinal, static_cast<int64_t>(m->bytes));
     if (m->end_ordinal != UINT64_MAX) changes.emplace_back(m->end_ordinal, -static_cast<int64_t>(m->bytes));
   }
@@ -400,7 +406,10 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
   // Equal parts of a packed wave: which sequences each group had is not
   // known, so neither is a run's size.
   if (w->group_list.empty() && !w->sequence_lengths.empty()) return;
-  const RunCuts cuts = cut_runs(made, backward_start, groups);
+  std::vector<const Made*> order(made.begin(), made.end());
+  std::sort(order.begin(), order.end(),
+            [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
+  const RunCuts cuts = cut_runs(order, backward_start, groups);
   if (cuts.start.empty()) return;
   // What the backward says of each allocation, and which group each run is.
   std::vector<std::vector<Made*>> own(groups);
@@ -421,7 +430,7 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
   // then holds them with it: never less).
   std::vector<size_t> run_of_group(groups, 0);
   for (size_t k = 0; k < groups; ++k) run_of_group[group[k]] = k;
-  const std::vector<uint64_t> segments = forward_segments(made, backward_start, groups);
+  const std::vector<uint64_t> segments = forward_segments(order, backward_start, groups);
   for (Made* m : forward_only) {
     size_t k = 0;
     if (!segments.empty()) {
@@ -450,14 +459,7 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
     r.boundary_bytes.assign(layers, 0);
     r.pending_gradient_bytes.assign(layers, 0);
     r.gradient_live_at_start_bytes.assign(layers, 0);
-    std::sort(own[k].begin(), own[k].end(),
-              [](const Made* a, const Made* b) { return a->alloc_ordinal < b->alloc_ordinal; });
-    for (const Made* m : own[k]) {
-      if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
-      if (m->category == Category::kBoundary) r.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
-      if (m->category == Category::kAdapterGradient)
-        r.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
-    }
+    add_layer_terms(own[k], layers, &r);
     sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
   }
@@ -803,11 +805,8 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       w.made_bytes[t] += m->bytes;
       ++w.made_allocations[t];
       if (m->alloc_seq <= w.peak_seq && w.peak_seq < m->end_seq) w.at_peak_bytes[t] += m->bytes;
-      if (m->layer < 0 || static_cast<size_t>(m->layer) >= layers) continue;
-      if (m->category == Category::kBoundary) w.boundary_bytes[static_cast<size_t>(m->layer)] += m->bytes;
-      if (m->category == Category::kAdapterGradient)
-        w.pending_gradient_bytes[static_cast<size_t>(m->layer)] += m->bytes;
     }
+    add_layer_terms(by_wave[i], layers, &w);
     if (i < pass.gradient_live_at_start.size()) {
       const auto& row = pass.gradient_live_at_start[i];
       for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];

@@ -210,8 +210,7 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
   uint64_t head_saved = 0;
   for (size_t g = 0; g < sizes.size(); ++g) {
     const WaveSize& size = sizes[g];
-    if (!read_at || read_at->tokens != size.tokens || read_at->square_tokens != size.square_tokens ||
-        read_at->longest_square != size.longest_square || read_at->sequences != size.sequences) {
+    if (!read_at || !(*read_at == size)) {
       base = boundaries_at(r, size);
       if (by_moments) values = moment_values(r, size);
       head_saved = c.waiting ? r.at("waiting", *c.waiting, size) : r.at("head_saved", c.head_saved, size);
@@ -360,6 +359,8 @@ std::pair<std::vector<WaveSize>, std::vector<std::string>> groups_of(const Calib
   std::vector<WaveSize> sizes;
   std::vector<std::string> slots;
   if (r.groups.empty()) {
+    if (r.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
+    if (r.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
     check_lengths("sequences", r.sequence_lengths, r.tokens);
     slots = r.slots;
     if (slots.empty()) slots.push_back(only_slot(c, "slots"));
@@ -395,10 +396,6 @@ std::pair<std::vector<WaveSize>, std::vector<std::string>> groups_of(const Calib
 }  // namespace
 
 Prediction predict(const Calibration& c, const WaveRequest& request) {
-  if (request.groups.empty()) {
-    if (request.tokens <= 0) throw PredictError("tokens", "must be a positive number of tokens");
-    if (request.tokens > pricing::kMaxAdmissionTokens) throw PredictError("tokens", "must be at most 2^40");
-  }
   const auto [sizes, slots] = groups_of(c, request);
   Prediction p;
   for (const WaveSize& size : sizes) p.group_tokens = std::max(p.group_tokens, size.tokens);
