@@ -184,7 +184,11 @@ std::string wave_shape(const Json& r) {
     std::string groups;
     for (const Json& g : r["groups"]) {
       std::string size = std::to_string(g["tokens"].get<std::int64_t>());
-      if (g["sequence_lengths"].size() > 1) size = fmt::format("{}", fmt::join(g["sequence_lengths"], "+"));
+      if (g["sequence_lengths"].size() > 1) {
+        size.clear();
+        for (const Json& l : g["sequence_lengths"])
+          size += (size.empty() ? "" : "+") + std::to_string(l.get<std::int64_t>());
+      }
       groups += (groups.empty() ? "" : ", ") + g["slot"].get<std::string>() + "=" + size;
     }
     return fmt::format("{} tokens in groups {}", r["tokens"].get<std::int64_t>(), groups);

@@ -322,6 +322,14 @@ class GroupsTest(unittest.TestCase):
                 self.assertEqual(price.components, {k: expected["components"].get(k, 0) for k in COMPONENTS})
                 self.assertEqual(expected["request"]["tokens"], sum(sum(lengths) for _, lengths in groups))
 
+    def test_text_names_each_group(self):
+        result = run("price", "--calibration", self.path, "--groups", "a=8+8,b=100")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("116 tokens in groups a=8+8, b=100, warm", result.stdout.splitlines()[0])
+        result = run("price", "--calibration", self.path, "--budget", "1MiB", "--groups", "a=1,b=3")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"split between the groups: a=\d+, b=\d+")
+
     def test_a_larger_group_costs_more_and_order_is_not_assumed(self):
         small = self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(60, slot="b")])
         reversed_ = self.calibration.price(groups=[peakscope.group(60, slot="b"), peakscope.group(20, slot="a")])
