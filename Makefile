@@ -14,6 +14,16 @@ CXXSTD     := -std=c++20
 JOBS       ?= $(shell nproc)
 CUDA_HOME  ?= /usr/local/cuda
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
+# Builds in parallel (a job per core) unless -j is given, and quietly: one
+# line per file built; V=1 prints the commands instead.
+MAKEFLAGS  += -j$(JOBS)
+V          ?= 0
+ifeq ($(V),1)
+say         = @:
+else
+MAKEFLAGS  += -s
+say         = @printf '  %-6s %s\n' '$(1)' '$(2)'
+endif
 # Extension points for folders' own makefiles (*/module.mk): products to build
 # with `make`, and products `make test` needs.
 ALL_EXTRA  :=
@@ -99,6 +109,7 @@ FORCE:
 
 # ---- objects ------------------------------------------------------------------
 $(BUILD)/preload/%.o: %.cc | $(DEPS_STAMP)
+	$(call say,CXX,$<)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $(PRELOAD_FLAGS) -c $< -o $@
 
@@ -108,42 +119,51 @@ LIB_PIC_STAMP := $(BUILD)/lib/.fpic
 $(LIB_PIC_STAMP):
 	@mkdir -p $(dir $@) && touch $@
 $(BUILD)/lib/%.o: %.cc $(LIB_PIC_STAMP) | $(DEPS_STAMP) $(FINGERPRINT_H)
+	$(call say,CXX,$<)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -c $< -o $@
 
 $(CAPI_OBJ): $(CAPI_SRC) | $(DEPS_STAMP) $(FINGERPRINT_H)
+	$(call say,CXX,$<)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
 # ---- products -----------------------------------------------------------------
 # Linked with gcc, not g++: the injected library needs no libstdc++ at run time.
 $(PRELOAD): $(PRELOAD_OBJS)
+	$(call say,LINK,$@)
 	$(CC) -shared -o $@ $^ -Wl,--no-undefined -Wl,-z,nodelete -ldl -lpthread -lc
 
 define layer_archive
 $(BUILD)/lib/libpsc_$(1).a: $(call obj,lib,$(call layer_srcs,$(1)))
+	$$(call say,AR,$$@)
 	@rm -f $$@
 	ar rcs $$@ $$^
 endef
 $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
 $(CLI): $(BUILD)/lib/cli/main.o $(LIBS) $(PRELOAD)
+	$(call say,LINK,$@)
 	$(CXX) -o $@ $(BUILD)/lib/cli/main.o $(LIBS) -lfmt -lsqlite3 -lz -lpthread
 
 # Nothing of the archive (or of fmt's headers) is exported: the version script
 # keeps the psc_calibration_* functions global and everything else local.
 $(CAPI_LIB): $(CAPI_OBJ) $(LIBS) $(CAPI_MAP)
+	$(call say,LINK,$@)
 	$(CXX) -shared -o $@ $(CAPI_OBJ) $(LIBS) -Wl,--exclude-libs,ALL -Wl,--version-script=$(CAPI_MAP) \
 	  -Wl,--no-undefined -lfmt -lsqlite3 -lpthread
 
 $(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
+	$(call say,CXX,$<)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXSTD) $(CXXFLAGS) $(WARN) $(CPPFLAGS) $< -o $@ -lpthread -ldl
 
 $(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS)
+	$(call say,LINK,$@)
 	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
 
 $(BENCH): $(BENCH_OBJS) $(LIBS)
+	$(call say,LINK,$@)
 	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lz -lpthread
 
 # ---- the two promised commands -------------------------------------------------

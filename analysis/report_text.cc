@@ -1,7 +1,9 @@
 #include "analysis/report_text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "analysis/device_usage_report.h"
@@ -137,30 +139,129 @@ void render_categories(const LiveBreakdown& live, Out& out) {
   }
 }
 
+// "7", or "0-30" for a row that stands for several consecutive layers.
+std::string layer_span(int32_t first, int32_t last) {
+  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+}
+
+bool same_bytes(const LayerRow& a, const LayerRow& b) {
+  return a.boundary_bytes == b.boundary_bytes && a.adapter_gradient_bytes == b.adapter_gradient_bytes &&
+         a.workspace_bytes == b.workspace_bytes && a.other_bytes == b.other_bytes;
+}
+
+// Consecutive layers that hold the same bytes share one row ("0-30", each
+// layer's bytes): a model's identical layers read as one line, the layer
+// that differs (the one running at the peak) stands out. JSON keeps every row.
 void render_layers(const std::vector<LayerRow>& layers, Out& out, const char* indent) {
   if (layers.empty()) {
     out += fmt::format("{}(no per-layer bytes)\n", indent);
     return;
   }
-  out += fmt::format("{}{:>5} {:>12} {:>17} {:>12} {:>12}\n", indent, "layer", "boundary", "adapter_gradient",
+  out += fmt::format("{}{:>7} {:>12} {:>17} {:>12} {:>12}\n", indent, "layer", "boundary", "adapter_gradient",
                      "workspace", "other");
-  for (const LayerRow& r : layers)
-    out += fmt::format("{}{:>5} {:>12} {:>17} {:>12} {:>12}\n", indent, r.layer, format_bytes(r.boundary_bytes),
-                       format_bytes(r.adapter_gradient_bytes), format_bytes(r.workspace_bytes),
-                       format_bytes(r.other_bytes));
+  bool folded = false;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i + 1;
+    while (j < layers.size() && layers[j].layer == layers[j - 1].layer + 1 && same_bytes(layers[j], layers[i])) ++j;
+    const LayerRow& r = layers[i];
+    folded = folded || j - i > 1;
+    out += fmt::format("{}{:>7} {:>12} {:>17} {:>12} {:>12}\n", indent, layer_span(r.layer, layers[j - 1].layer),
+                       format_bytes(r.boundary_bytes), format_bytes(r.adapter_gradient_bytes),
+                       format_bytes(r.workspace_bytes), format_bytes(r.other_bytes));
+    i = j;
+  }
+  if (folded) out += fmt::format("{}(a row of several layers gives each one's bytes)\n", indent);
+}
+
+// Rows of the "by range" table with the same size, count and category whose
+// ranges differ only in one number ("forward/layer.3", "forward/layer.4") fold
+// into one row, "forward/layer.{0-30}" with its count of ranges; so do rows of
+// one range that differ only in layer.
+struct RangeRow {
+  const LiveGroup* first = nullptr;
+  std::string pattern;           // the range with its number cut out (as it is when it has none)
+  std::vector<int64_t> numbers;  // the range numbers folded in, in table order
+  std::vector<int32_t> layers;
+};
+
+// The range's only run of digits, cut out: ("forward/layer.", ".x", 3). A
+// range with none or several runs of digits is not folded.
+bool split_number(const std::string& range, std::string& before, std::string& after, int64_t& number) {
+  size_t begin = range.find_first_of("0123456789");
+  if (begin == std::string::npos) return false;
+  size_t end = range.find_first_not_of("0123456789", begin);
+  if (end == std::string::npos) end = range.size();
+  if (range.find_first_of("0123456789", end) != std::string::npos || end - begin > 9) return false;
+  before = range.substr(0, begin);
+  after = range.substr(end);
+  number = std::stoll(range.substr(begin, end - begin));
+  return true;
+}
+
+// "3", "0-30" for a run without holes, else "0,2,5" (or the count when long).
+std::string number_set(std::vector<int64_t> numbers) {
+  std::sort(numbers.begin(), numbers.end());
+  if (numbers.size() == 1) return std::to_string(numbers.front());
+  if (numbers.back() - numbers.front() + 1 == static_cast<int64_t>(numbers.size()))
+    return fmt::format("{}-{}", numbers.front(), numbers.back());
+  if (numbers.size() <= 4) return fmt::format("{}", fmt::join(numbers, ","));
+  return fmt::format("{} values", numbers.size());
+}
+
+std::vector<RangeRow> fold_ranges(const std::vector<LiveGroup>& groups) {
+  std::vector<RangeRow> rows;
+  for (const LiveGroup& g : groups) {
+    std::string before, after;
+    int64_t number = 0;
+    const bool numbered = !g.cupti_only && split_number(g.range, before, after, number);
+    const std::string pattern = numbered ? before + '\x01' + after : g.range;
+    RangeRow* into = nullptr;
+    if (!g.cupti_only)
+      for (RangeRow& r : rows)
+        if (r.pattern == pattern && !r.first->cupti_only && r.first->bytes == g.bytes &&
+            r.first->allocations == g.allocations && r.first->category == g.category) {
+          into = &r;
+          break;
+        }
+    if (!into) {
+      rows.push_back({&g, pattern, {}, {}});
+      into = &rows.back();
+    }
+    if (numbered) into->numbers.push_back(number);
+    into->layers.push_back(g.layer);
+  }
+  return rows;
+}
+
+std::string range_text(const RangeRow& r) {
+  const LiveGroup& g = *r.first;
+  if (r.numbers.size() > 1) {
+    const size_t cut = r.pattern.find('\x01');
+    return fmt::format("{}{{{}}}{}  ({} ranges, each)", r.pattern.substr(0, cut), number_set(r.numbers),
+                       r.pattern.substr(cut + 1), r.numbers.size());
+  }
+  std::string range = g.range.empty() ? "(no range)" : g.range;
+  if (r.layers.size() > 1) return fmt::format("{}  ({} layers, each)", range, r.layers.size());
+  if (g.cupti_only) range += fmt::format(" [CUPTI-only: {}]", g.source.empty() ? "(unnamed)" : g.source);
+  return range;
+}
+
+std::string layers_text(std::vector<int32_t> layers) {
+  if (layers.size() == 1) return layer_text(layers.front());
+  if (std::find(layers.begin(), layers.end(), kNoLayer) != layers.end()) return "-";
+  std::vector<int64_t> wide(layers.begin(), layers.end());
+  return number_set(wide);
 }
 
 void render_ranges(const LiveBreakdown& live, size_t max_rows, Out& out) {
-  out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", "size", "allocs", "category", "layer", "range");
-  for (size_t i = 0; i < live.groups.size() && i < max_rows; ++i) {
-    const LiveGroup& g = live.groups[i];
-    std::string range = g.range.empty() ? "(no range)" : g.range;
-    if (g.cupti_only) range += fmt::format(" [CUPTI-only: {}]", g.source.empty() ? "(unnamed)" : g.source);
-    out += fmt::format("  {:>12} {:>8}  {:<18} {:>5}  {}\n", format_bytes(g.bytes), grouped(g.allocations),
-                       category_name(g.category), layer_text(g.layer), range);
+  out += fmt::format("  {:>12} {:>8}  {:<18} {:>7}  {}\n", "size", "allocs", "category", "layer", "range");
+  const std::vector<RangeRow> rows = fold_ranges(live.groups);
+  for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {
+    const LiveGroup& g = *rows[i].first;
+    out += fmt::format("  {:>12} {:>8}  {:<18} {:>7}  {}\n", format_bytes(g.bytes), grouped(g.allocations),
+                       category_name(g.category), layers_text(rows[i].layers), range_text(rows[i]));
   }
-  if (live.groups.size() > max_rows)
-    out += fmt::format("  ... {} more groups (see --json)\n", live.groups.size() - max_rows);
+  if (rows.size() > max_rows) out += fmt::format("  ... {} more rows (see --json)\n", rows.size() - max_rows);
 }
 
 std::string optional_text(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "-"; }

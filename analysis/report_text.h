@@ -10,8 +10,8 @@
 namespace psc {
 
 struct TextOptions {
-  size_t max_ranges = 20;   // rows of the "by range" table
-  bool wave_layers = true;  // the per-layer table at each wave's peak
+  size_t max_ranges = 20;    // rows of the "by range" table
+  bool wave_layers = false;  // the per-layer table at each wave's peak (report --waves)
 };
 
 std::string render_analysis_text(const Analysis& analysis, const TextOptions& options = {});

@@ -33,6 +33,7 @@ struct CheckOptions {
   bool json = false;
   bool floor_only = false;
   bool allow_host_floor = false;
+  bool terms = false;  // --terms: the per-term over-estimate table
 };
 
 // False for -h: the usage is printed.
@@ -42,6 +43,7 @@ struct CheckOptions {
   args.flag({"--json"}, &o.json);
   args.flag({"--floor-only"}, &o.floor_only);
   args.flag({"--allow-host-floor"}, &o.allow_host_floor);
+  args.flag({"--terms"}, &o.terms);
   args.positionals(&o.traces);
   if (!args.parse(argc, argv)) return false;
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
@@ -58,27 +60,11 @@ std::string priced_peak(const pricing::Price& p) {
   return where;
 }
 
-void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckSummary& summary) {
-  std::printf("%-6s %5s %6s %4s %19s %12s %14s %9s %8s %14s %15s %9s  %s\n", "trace", "wave", "tokens", "cold",
-              "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "margin", "admitted_error",
-              "floor_raw_bytes", "floor_err", "peak in");
+// Where each wave's over-estimate comes from: each term's priced bytes less
+// the most the wave held of it (check --terms).
+void print_terms(const std::vector<CheckRow>& rows, bool floor_only) {
   std::string last_trace;
   int trace_index = -1;
-  for (const CheckRow& r : rows) {
-    if (r.trace != last_trace) {
-      last_trace = r.trace;
-      ++trace_index;
-      std::printf("# trace %d: %s\n", trace_index, r.trace.c_str());
-    }
-    const pricing::Price& p = r.priced(floor_only);
-    std::printf("%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+7.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n",
-                trace_index, r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
-                static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
-                static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100, r.margin * 100,
-                r.admitted_error_of(floor_only) * 100, static_cast<long long>(r.floor_price.raw_bytes),
-                r.floor_raw_error * 100, r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(),
-                r.under_estimate(floor_only) ? "  UNDER" : "");
-  }
   std::printf(
       "\nper-term over-estimate (priced - measured, bytes; measured = that term's own maximum in the wave, or for "
       "\"moment\" what the wave held beside boundaries and gradients at the moment the price names)\n");
@@ -88,8 +74,6 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
   static const char* const kColumns[] = {"retained",       "pending_gradient", "workspace",
                                          "input_gradient", "output",           "moment"};
   static const int kWidths[] = {12, 16, 12, 14, 12, 12};
-  last_trace.clear();
-  trace_index = -1;
   for (const CheckRow& r : rows) {
     if (r.trace != last_trace) {
       last_trace = r.trace;
@@ -118,6 +102,30 @@ void print_text(const std::vector<CheckRow>& rows, bool floor_only, const CheckS
         std::llround(static_cast<double>(p.raw_bytes) - static_cast<double>(r.measured_peak_bytes) - terms_over),
         priced_peak(p).c_str(), outside.empty() ? "-" : outside.c_str());
   }
+}
+
+void print_text(const std::vector<CheckRow>& rows, bool floor_only, bool terms, const CheckSummary& summary) {
+  std::printf("%-6s %5s %6s %4s %19s %12s %14s %9s %8s %14s %15s %9s  %s\n", "trace", "wave", "tokens", "cold",
+              "measured_peak_bytes", "raw_bytes", "required_bytes", "raw_error", "margin", "admitted_error",
+              "floor_raw_bytes", "floor_err", "peak in");
+  std::string last_trace;
+  int trace_index = -1;
+  for (const CheckRow& r : rows) {
+    if (r.trace != last_trace) {
+      last_trace = r.trace;
+      ++trace_index;
+      std::printf("# trace %d: %s\n", trace_index, r.trace.c_str());
+    }
+    const pricing::Price& p = r.priced(floor_only);
+    std::printf("%-6d %5d %6lld %4s %19llu %12lld %14lld %+8.2f%% %+7.2f%% %+13.2f%% %15lld %+8.2f%%  %s%s\n",
+                trace_index, r.wave, static_cast<long long>(r.tokens), r.cold ? "yes" : "no",
+                static_cast<unsigned long long>(r.measured_peak_bytes), static_cast<long long>(p.raw_bytes),
+                static_cast<long long>(p.required_bytes), r.raw_error_of(floor_only) * 100, r.margin * 100,
+                r.admitted_error_of(floor_only) * 100, static_cast<long long>(r.floor_price.raw_bytes),
+                r.floor_raw_error * 100, r.peak_range.empty() ? "(no range)" : r.peak_range.c_str(),
+                r.under_estimate(floor_only) ? "  UNDER" : "");
+  }
+  if (terms) print_terms(rows, floor_only);
   std::printf("\n%s prices\n", floor_only ? "floor-only" : "full");
   for (const auto& [name, s] :
        {std::pair<const char*, const ErrorSummary&>{"cold", summary.cold}, {"warm", summary.warm}})
@@ -216,7 +224,7 @@ int cmd_check(int argc, char** argv) {
     j["warnings"] = warnings;
     std::printf("%s\n", j.dump(2, ' ', false, CalibrationJson::error_handler_t::replace).c_str());
   } else {
-    print_text(rows, o.floor_only, summary);
+    print_text(rows, o.floor_only, o.terms, summary);
     print_runs(runs);
   }
   std::fflush(stdout);

@@ -322,6 +322,7 @@ int price_from_calibration(int argc, char** argv) {
     }
     if (admission.next_required_bytes)
       fmt::print("{} tokens would need {} bytes\n", admission.tokens + 1, *admission.next_required_bytes);
+    fmt::print("price at {} tokens:\n", admission.tokens);
     print_price_table(result["price"], "  ");
     print_warnings(result["price"]["warnings"]);
   } catch (const PredictError& e) {

@@ -36,6 +36,7 @@ struct ReportOptions {
   bool run = false;                 // several traces, or a folder: a run
   std::string run_id;               // --run: which run, when the traces are of several
   bool json = false;
+  bool waves = false;  // --waves: each wave's per-layer table too
   size_t top = 20;
   size_t timeline_points = 100;
 };
@@ -44,6 +45,7 @@ struct ReportOptions {
 [[nodiscard]] bool parse(int argc, char** argv, ReportOptions& o) {
   ArgParser args(command_spec("report"));
   args.flag({"--json"}, &o.json);
+  args.flag({"--waves"}, &o.waves);
   args.option({"--run"}, &o.run_id);
   args.option({"--top"}, [&](const std::string& name, const std::string& value) {
     o.top = static_cast<size_t>(parse_count(name, value));
@@ -113,6 +115,7 @@ int cmd_report(int argc, char** argv) {
   progress_done();
   TextOptions text_options;
   text_options.max_ranges = o.top;
+  text_options.wave_layers = o.waves;
   if (!o.run) {
     const Analysis& analysis = analyses.front();
     write_out(o.json ? json_text(analysis_to_json(analysis)) : render_analysis_text(analysis, text_options));

@@ -427,22 +427,26 @@ class HtmlExporter : public Exporter {
   void write(const ExportOptions& options) const override {
     ExportModelOptions model_options;
     model_options.sample_points = kSamplePoints;
-    if (options.calibration.empty()) {
-      write(options, build_export_model(options.trace, model_options), nullptr);
-      return;
-    }
-    // The accuracy rows `peakscope check` would print for this trace, from
-    // the same analysis as the rest of the report: one read of the trace.
-    const Calibration calibration = load_calibration(options.calibration);
+    // One read of the trace for the model and the categories decided from
+    // whole waves (first_execution), so the page shows what `report` shows;
+    // with a calibration, the accuracy rows `peakscope check` would print.
     ExportModelCollector collector(model_options);
     AnalysisOptions analysis_options;
     collector.add_to(&analysis_options);
-    Liveness liveness = analyze_liveness(options.trace, analysis_options);
-    if (liveness.layers != calibration.layers)
-      throw InputError(options.calibration, fmt::format("calibrated for {} decoder layers, but {} has {}",
-                                                        calibration.layers, options.trace, liveness.layers));
-    const std::vector<CheckRow> rows = check_trace(calibration, liveness);
-    write(options, collector.finish(options.trace, std::move(liveness.analysis)), &rows);
+    LivenessOptions what;
+    what.categories_only = options.calibration.empty();
+    Liveness liveness = analyze_liveness(options.trace, analysis_options, what);
+    std::vector<CheckRow> rows;
+    if (!options.calibration.empty()) {
+      const Calibration calibration = load_calibration(options.calibration);
+      if (liveness.layers != calibration.layers)
+        throw InputError(options.calibration, fmt::format("calibrated for {} decoder layers, but {} has {}",
+                                                          calibration.layers, options.trace, liveness.layers));
+      rows = check_trace(calibration, liveness);
+    }
+    apply_category_changes(liveness.category_changes, &liveness.analysis);
+    write(options, collector.finish(options.trace, std::move(liveness.analysis)),
+          options.calibration.empty() ? nullptr : &rows);
   }
 
  private:
