@@ -50,6 +50,12 @@ InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+uint64_t InputFile::current_size() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return size_;
+  return static_cast<uint64_t>(st.st_size);
+}
+
 size_t InputFile::read_at(uint64_t offset, void* out, size_t n) const {
   size_t done = 0;
   while (done < n) {

@@ -23,6 +23,8 @@ class InputFile {
   bool ok() const { return fd_ >= 0; }
   const std::string& error() const { return error_; }
   uint64_t size() const { return size_; }  // at open time
+  // The size now (a file still being written grows); size() when fstat fails.
+  uint64_t current_size() const;
   // Reads up to n bytes at offset, retrying short reads; returns how many were read.
   size_t read_at(uint64_t offset, void* out, size_t n) const;
 
