@@ -173,6 +173,11 @@ class MemoryReplay {
 
   uint64_t live_bytes() const { return live_bytes_; }
   size_t live_allocations() const { return table_.size(); }
+  // Every allocation live now, in no order: f(device, address, allocation).
+  template <typename F>
+  void for_each_live(F&& f) const {
+    table_.for_each(f);
+  }
   const MemoryCounts& counts() const { return counts_; }
 
  private:

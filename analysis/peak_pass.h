@@ -53,6 +53,7 @@ class PeakPass : public TraceVisitor {
   // has; else the header's default level.
   MemoryLevel chosen_level() const;
   const std::vector<WaveSpan>& waves() const { return scope_.waves(); }
+  const ScopeTracker& scope() const { return scope_; }
   uint64_t events() const { return ordinal_; }
   const TraceMeta& meta() const { return meta_; }
   void fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel level) const;

@@ -95,6 +95,13 @@ class ScopeTracker {
   const std::vector<WaveSpan>& waves() const { return waves_; }
   std::vector<WaveSpan>& waves() { return waves_; }
   uint64_t unmatched_pops() const { return unmatched_pops_; }
+  // The innermost range open on each thread now: f(thread, name), threads
+  // with none left out.
+  template <typename F>
+  void for_each_innermost(F&& f) const {
+    for (size_t t = 0; t < threads_.size(); ++t)
+      if (!threads_[t].frames.empty()) f(static_cast<uint32_t>(t), threads_[t].frames.back().name);
+  }
 
  private:
   struct Frame {

@@ -40,6 +40,27 @@ std::vector<CommandSpec> make_table() {
        },
        "",
        cmd_report},
+      {"top",
+       {"top TRACE [--calibration CAL.json [--budget BYTES]] [--interval S] [--waves N] [--lines]",
+        "top [-o PATH] [--force] [--host] [--calibration CAL.json [--budget BYTES]] [--lines] -- CMD ARGS..."},
+       "a live view of a trace being written: live bytes now, the peak so far, where, the last waves and "
+       "their prices",
+       {
+           {{"-o", "--output"},
+            "PATH",
+            "with -- CMD: the trace to record (default peakscope.pstrace); CMD's output "
+            "goes to PATH.log"},
+           {{"--force"}, "", "with -- CMD: replace an earlier run's traces at PATH"},
+           {{"--host"}, "", "with -- CMD: record host memory (a run on the CPU)"},
+           {{"--calibration"}, "CAL.json", "price each wave as it ends, beside its measured peak"},
+           {{"--budget"}, "BYTES", "with --calibration: the largest wave that fits"},
+           {{"--interval"}, "S", "seconds between refreshes (default 0.5)"},
+           {{"--waves"}, "N", "the last N waves on the screen (default 8)"},
+           {{"--lines"}, "", "a line per wave and per change instead of a screen (also on a dumb terminal or a pipe)"},
+       },
+       "Follows until the recorder closes the trace or its process ends; q or Ctrl-C stops following (a command "
+       "top started goes on). The final figures are `report`'s.",
+       cmd_top},
       {"export",
        {"export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json] [--nvtxt-time-base BASE] "
         "[--nvtxt-align REPORT.sqlite] [--from T0] [--to T1] [--wave N] [--summary]"},

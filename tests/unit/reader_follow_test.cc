@@ -98,8 +98,9 @@ TEST(ReaderFollow, AGrowingFileGivesEveryEventOfTheWholeReadInOrder) {
     ++polls;
     // Only whole chunks: what was handed over is a prefix of the whole read.
     ASSERT_LE(seen.events.size(), expected.events.size());
-    ASSERT_TRUE(same_events(seen.events, std::vector<Event>(expected.events.begin(),
-                                                            expected.events.begin() + static_cast<long>(seen.events.size()))));
+    ASSERT_TRUE(same_events(
+        seen.events,
+        std::vector<Event>(expected.events.begin(), expected.events.begin() + static_cast<long>(seen.events.size()))));
     EXPECT_GE(s.events, last_events);
     last_events = s.events;
     EXPECT_LE(s.bytes, written);

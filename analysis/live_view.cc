@@ -1,0 +1,80 @@
+#include "analysis/live_view.h"
+
+namespace psc {
+
+LiveView::LiveView(const RangeParser& parser) : pass_(parser), ranges_(parser) {}
+
+void LiveView::on_begin(const TraceMeta& meta) {
+  meta_ = meta;
+  pass_.on_begin(meta);
+}
+
+void LiveView::on_events(const Event* events, size_t count, const TraceMeta& meta) {
+  meta_ = meta;
+  size_t deferred = 0;
+  for (size_t i = 0; i < count; ++i) deferred += (events[i].flags & kFlagDeferred) != 0;
+  if (deferred == 0) {
+    pass_.on_events(events, count, meta);
+    return;
+  }
+  deferred_ += deferred;
+  kept_.clear();
+  for (size_t i = 0; i < count; ++i)
+    if (!(events[i].flags & kFlagDeferred)) kept_.push_back(events[i]);
+  pass_.count_withheld(deferred);
+  if (!kept_.empty()) pass_.on_events(kept_.data(), kept_.size(), meta);
+}
+
+void LiveView::on_end(const TraceMeta& meta, const ReadStatus& status) {
+  meta_ = meta;
+  pass_.on_end(meta, status);
+  ended_ = true;
+  end_status_ = status;
+}
+
+LiveSnapshot LiveView::snapshot() const {
+  LiveSnapshot s;
+  s.level = pass_.chosen_level();
+  s.events = pass_.events();
+  s.deferred_left_out = deferred_;
+  TraceSummary trace;
+  MemorySummary memory;
+  pass_.fill_summary(&trace, &memory, s.level);
+  s.first_time_ns = trace.first_time_ns;
+  s.last_time_ns = trace.last_time_ns;
+  const LevelScan& level = pass_.level(s.level);
+  s.live_bytes = level.replay.live_bytes();
+  s.live_allocations = level.replay.live_allocations();
+  s.peak_bytes = level.peak.bytes;
+  s.peak_time_ns = level.peak.time_ns;
+  if (level.peak.reached) s.peak_range = std::string(meta_.string(level.peak.range));
+  level.replay.for_each_live([&](int16_t, uint64_t, const LiveAllocation& a) {
+    const RangeName name = ranges_.lookup(a.range, meta_);
+    s.phase_bytes[static_cast<size_t>(name.phase)] += a.bytes;
+    if (name.has_layer() && name.layer < (1 << 16)) {
+      if (s.layer_bytes.size() <= static_cast<size_t>(name.layer)) s.layer_bytes.resize(name.layer + 1, 0);
+      s.layer_bytes[static_cast<size_t>(name.layer)] += a.bytes;
+    }
+  });
+  pass_.scope().for_each_innermost([&](uint32_t thread, StringId range) {
+    LiveSnapshot::OpenRange open;
+    open.thread = thread;
+    if (thread < meta_.threads.size()) open.thread_name = meta_.threads[thread].name;
+    open.range = std::string(meta_.string(range));
+    s.open_ranges.push_back(std::move(open));
+  });
+  const std::vector<WaveSpan>& spans = pass_.waves();
+  for (size_t i = 0; i < spans.size() && i < level.waves.size(); ++i) {
+    LiveWave w;
+    w.index = spans[i].index;
+    w.payload = spans[i].payload;
+    w.ended = spans[i].ended;
+    w.baseline_bytes = level.waves[i].baseline_bytes;
+    w.peak_bytes = level.waves[i].peak.bytes;
+    if (level.waves[i].peak.reached) w.peak_range = std::string(meta_.string(level.waves[i].peak.range));
+    s.waves.push_back(std::move(w));
+  }
+  return s;
+}
+
+}  // namespace psc

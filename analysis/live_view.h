@@ -1,0 +1,82 @@
+// What a trace says so far, for a trace still being written (`peakscope top`,
+// traces/reader.h TraceFollower): live bytes now and where they were made, the
+// peak so far, the range open on each thread, each wave's baseline and peak.
+// It is the report's first pass (analysis/peak_pass.h) fed as chunks land, so
+// when the trace ends its peak and waves are the report's, byte for byte.
+//
+// CUPTI-only allocations (deferred events, traces/deferred.h) need the whole
+// trace to be placed by time: the live view leaves them out and counts them.
+// Memory: the first pass' (O(live allocations + waves)); a snapshot walks the
+// live allocations once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.h"
+#include "analysis/peak_pass.h"
+#include "analysis/range_names.h"
+#include "traces/reader.h"
+
+namespace psc {
+
+struct LiveWave {
+  int32_t index = 0;
+  WavePayload payload;
+  bool ended = false;
+  uint64_t baseline_bytes = 0;
+  uint64_t peak_bytes = 0;  // absolute
+  std::string peak_range;   // where its peak was reached ("" when it never grew)
+  uint64_t measured_bytes() const { return peak_bytes - baseline_bytes; }
+};
+
+struct LiveSnapshot {
+  MemoryLevel level = MemoryLevel::kAllocated;
+  uint64_t events = 0;
+  uint64_t deferred_left_out = 0;  // CUPTI-only events: placed by `report`, not here
+  uint64_t first_time_ns = 0;
+  uint64_t last_time_ns = 0;
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  std::string peak_range;  // "" for none
+  // Live now by the phase of the range that made each allocation (forward,
+  // backward, ..., outside), and by the decoder layer of that range; the
+  // category needs the allocation's death, which has not happened yet.
+  std::array<uint64_t, kPhaseCount> phase_bytes{};
+  std::vector<uint64_t> layer_bytes;  // index: layer
+  struct OpenRange {
+    uint32_t thread = 0;
+    std::string thread_name;
+    std::string range;
+  };
+  std::vector<OpenRange> open_ranges;
+  std::vector<LiveWave> waves;  // every wave so far, in order
+};
+
+class LiveView : public TraceVisitor {
+ public:
+  explicit LiveView(const RangeParser& parser = default_range_parser());
+
+  void on_begin(const TraceMeta& meta) override;
+  void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
+  void on_end(const TraceMeta& meta, const ReadStatus& status) override;
+
+  LiveSnapshot snapshot() const;
+  const TraceMeta& meta() const { return meta_; }
+  bool ended() const { return ended_; }
+  const ReadStatus& end_status() const { return end_status_; }
+
+ private:
+  PeakPass pass_;
+  mutable RangeTable ranges_;
+  TraceMeta meta_;
+  std::vector<Event> kept_;  // a batch without its deferred events
+  uint64_t deferred_ = 0;
+  bool ended_ = false;
+  ReadStatus end_status_;
+};
+
+}  // namespace psc

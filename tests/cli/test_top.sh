@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# peakscope top: a live view of a trace being written. Follows a LoRA step
+# that `record` is writing (its final peak and each wave's measured peak are
+# report's, to the byte), records a command itself (its exit status passed
+# through), draws its screen in tmux (captured while the step runs, q stops
+# it and the command goes on), and refuses bad input with exit 2.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD="${PSC_BUILD_DIR:-build}"
+PEAKSCOPE="$PWD/$BUILD/peakscope"
+REPO="$PWD"
+TMP="$(mktemp -d)"
+trap 'tmux kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
+checks=0
+failures=0
+pass() { checks=$((checks + 1)); }
+fail() { failures=$((failures + 1)); echo "FAIL: top: $1"; }
+# expect CONDITION WHY: a message with $(...) in it runs before the condition,
+# so conditions read exit statuses saved in variables, never $?.
+expect() { if eval "$1"; then pass; else fail "$2"; fi; }
+
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "test_top.sh: skipped: torch is not importable (make deps-torch)"
+  exit 0
+fi
+STEP=(/usr/bin/python3 "$REPO/workloads/torch/lora_step.py" --steps 2 --tokens 32,128 --layers 8)
+
+# 1. Following a trace another process writes: the follow ends with the
+#    recorder's end mark; the final figures are the report's.
+"$PEAKSCOPE" record --host -o "$TMP/followed.pstrace" -- "${STEP[@]}" >"$TMP/followed.log" 2>&1 &
+recorder=$!
+"$PEAKSCOPE" top "$TMP/followed.pstrace" --interval 0.1 >"$TMP/top1.txt" 2>&1
+top_status=$?
+wait "$recorder"
+expect '[ $top_status -eq 0 ]' "following a trace exited $top_status"
+expect 'grep -q "^trace .*: closed by the recorder" "$TMP/top1.txt"' "the follow did not end at the end mark"
+"$PEAKSCOPE" report "$TMP/followed.pstrace" --json >"$TMP/report1.json"
+/usr/bin/python3 - "$TMP/report1.json" "$TMP/top1.txt" <<'PY' >"$TMP/compare1.txt" 2>&1
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+final = text[text.rindex("peakscope top "):]
+peak = int(re.search(r"^peak .*\((\d+) bytes\)", final, re.M).group(1))
+rows = re.findall(r"^ +(\d+) +\S+ +\S+ +\S+ \S+ +\S+ \S+ +\S+ \S+ +(\d+)  ", final, re.M)
+measured = [int(m) for _, m in rows]
+expected = [w["measured_peak_bytes"] for w in report["waves"]]
+ok = peak == report["peak_bytes"] and measured == expected and len(expected) == 4
+print(f"peak {peak} vs {report['peak_bytes']}; waves {measured} vs {expected}")
+sys.exit(0 if ok else 1)
+PY
+compared=$?
+expect '[ $compared -eq 0 ]' "final figures differ from report's: $(cat "$TMP/compare1.txt")"
+# While it ran, the follower printed waves as they ended, before the end.
+expect '[ "$(grep -cE "^ +[0-3] +(32|128) " "$TMP/top1.txt")" -ge 8 ]' "waves were not printed as they ended"
+
+# 2. Recording a command itself, with a calibration: its exit status comes
+#    back, its output goes to PATH.log, each wave is priced as it ends.
+"$PEAKSCOPE" calibrate "$TMP/followed.pstrace" -o "$TMP/cal.json" >/dev/null 2>&1
+(cd "$TMP" && "$PEAKSCOPE" top --lines --host -o run.pstrace --calibration cal.json --budget 64MiB --interval 0.2 \
+  -- /usr/bin/python3 -c 'import sys; print("hello from the command"); sys.exit(3)' >top2.txt 2>&1)
+status=$?
+expect '[ $status -eq 3 ]' "the command's exit status 3 was not passed through"
+expect 'grep -q "hello from the command" "$TMP/run.pstrace.log"' "the command's output is not in PATH.log"
+expect 'grep -q "largest wave that fits in 64.00 MiB: [0-9]* tokens" "$TMP/top2.txt"' "no admitted wave with --budget"
+(cd "$TMP" && "$PEAKSCOPE" top --lines --host -o step.pstrace --calibration cal.json --interval 0.2 -- "${STEP[@]}" >top3.txt 2>&1)
+status=$?
+expect '[ $status -eq 0 ]' "top -- CMD of the LoRA step failed"
+expect '[ "$(grep -cE "^ +[0-3] +(32|128) .* [+-][0-9.]+%" "$TMP/top3.txt")" -ge 4 ]' "the waves were not priced as they ended"
+expect '! grep -q "PEAK OVER ITS PRICE" "$TMP/top3.txt"' "a wave's peak passed its price"
+expect '[ -e "$TMP/step.pstrace" ] && "$PEAKSCOPE" report "$TMP/step.pstrace" | grep -q "closed cleanly"' "the recorded trace is not whole"
+
+# 3. The screen, in tmux: drawn while the step runs, q stops the view and the
+#    command goes on to close its trace.
+if command -v tmux >/dev/null; then
+  tmux new-session -d -s pstop -x 120 -y 45 \
+    "cd '$TMP' && '$PEAKSCOPE' top --host -o screen.pstrace --interval 0.2 -- ${STEP[*]} --steps 4; sleep 30"
+  drawn=0
+  for _ in $(seq 1 100); do
+    tmux capture-pane -p -t pstop >"$TMP/screen.txt" 2>/dev/null
+    if grep -q "^live now" "$TMP/screen.txt" && grep -qE "^ +1 +128 " "$TMP/screen.txt"; then drawn=1; break; fi
+    sleep 0.2
+  done
+  expect '[ $drawn -eq 1 ]' "the screen did not show live bytes and a wave: $(head -c 600 "$TMP/screen.txt")"
+  expect 'grep -q "q or Ctrl-C quits" "$TMP/screen.txt"' "the screen does not say how to quit"
+  expect 'grep -q "^peak  " "$TMP/screen.txt"' "the screen has no peak"
+  tmux send-keys -t pstop q
+  stopped=0
+  for _ in $(seq 1 50); do
+    tmux capture-pane -p -t pstop >"$TMP/after.txt" 2>/dev/null
+    if grep -q "^stopped following\|^trace .*: closed" "$TMP/after.txt"; then stopped=1; break; fi
+    sleep 0.2
+  done
+  expect '[ $stopped -eq 1 ]' "q did not stop the view: $(tail -n 5 "$TMP/after.txt")"
+  # The step goes on without the view and closes its trace.
+  closed=0
+  for _ in $(seq 1 150); do
+    if "$PEAKSCOPE" report "$TMP/screen.pstrace" 2>/dev/null | grep -q "closed cleanly"; then closed=1; break; fi
+    sleep 0.2
+  done
+  expect '[ $closed -eq 1 ]' "the command did not go on to close its trace after q"
+  tmux kill-session -t pstop 2>/dev/null
+else
+  echo "test_top.sh: screen checks skipped: tmux is not installed"
+fi
+
+# 4. Bad input: exit 2 with one line saying why.
+"$PEAKSCOPE" top >"$TMP/bad.txt" 2>&1
+status=$?
+expect '[ $status -eq 2 ] && grep -q "no trace to follow" "$TMP/bad.txt"' "top without a trace or command"
+"$PEAKSCOPE" top "$TMP/followed.pstrace" --budget 1GiB >"$TMP/bad.txt" 2>&1
+status=$?
+expect '[ $status -eq 2 ] && grep -q "needs --calibration" "$TMP/bad.txt"' "--budget without --calibration"
+head -c 300 /dev/urandom >"$TMP/noise.pstrace"
+"$PEAKSCOPE" top "$TMP/noise.pstrace" --lines >"$TMP/bad.txt" 2>&1
+status=$?
+expect '[ $status -eq 2 ] && grep -q "not a peakscope trace" "$TMP/bad.txt"' "a file that is not a trace: $(cat "$TMP/bad.txt")"
+
+echo "test_top.sh: $checks checks passed, $failures failed"
+[ "$failures" -eq 0 ]
