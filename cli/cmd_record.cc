@@ -33,6 +33,7 @@
 #include "cli/args.h"
 #include "cli/command_table.h"
 #include "cli/commands.h"
+#include "cli/recorder_library.h"
 #include "format/crc32c.h"
 #include "format/file_format.h"
 #include "traces/reader.h"
@@ -84,27 +85,6 @@ struct RecordOptions {
   if (!args.parse(argc, argv)) return false;
   if (o.command.empty()) args.fail("no command to record");
   return true;
-}
-
-std::string self_directory() {
-  char buffer[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
-  if (n <= 0) return ".";
-  buffer[n] = 0;
-  std::string path(buffer);
-  return path.substr(0, path.find_last_of('/'));
-}
-
-// The library sits next to the executable (build/) or in ../lib (installed);
-// PEAKSCOPE_PRELOAD overrides.
-std::string find_preload_library() {
-  if (const char* explicit_path = getenv("PEAKSCOPE_PRELOAD")) return explicit_path;
-  const std::string dir = self_directory();
-  for (const std::string& candidate : {dir + "/libpeakscope_preload.so", dir + "/../lib/libpeakscope_preload.so"}) {
-    char resolved[PATH_MAX];
-    if (access(candidate.c_str(), R_OK) == 0 && realpath(candidate.c_str(), resolved)) return resolved;
-  }
-  throw UsageError("cannot find libpeakscope_preload.so next to " + dir + " (set PEAKSCOPE_PRELOAD)");
 }
 
 std::string absolute(const std::string& path) {
@@ -518,7 +498,9 @@ void warn_headerless(const std::string& given) {
 int cmd_record(int argc, char** argv) {
   RecordOptions o;
   if (!parse(argc, argv, o)) return kExitOk;
-  const std::string library = find_preload_library();
+  const PreloadSearch search = find_preload_library();
+  if (search.path.empty()) throw UsageError(preload_not_found(search));
+  const std::string library = search.path;
   const std::string output = absolute(o.output);
   if (output.size() > kLongestPath) return path_too_long(o.output, output);
   if (const int code = file_size_limit_too_small(o.output)) return code;

@@ -9,6 +9,8 @@ namespace psc::cli {
 namespace {
 
 constexpr size_t kWidth = 100;  // usage lines wrap here
+constexpr const char kProgramAbout[] =
+    "what is live at a training step's memory peak, and what the next wave will need";
 
 std::vector<CommandSpec> make_table() {
   return {
@@ -155,6 +157,12 @@ std::vector<CommandSpec> make_table() {
        },
        "",
        cmd_replay},
+      {"version",
+       {"version"},
+       "the version, the trace and calibration formats it writes and reads, what its recorder library has",
+       {},
+       "",
+       cmd_version},
   };
 }
 
@@ -213,6 +221,25 @@ std::string option_left(const OptionSpec& o) {
   return left;
 }
 
+// Text for a roff line: backslashes escaped, hyphens as \-, and a line that
+// would start with a control character ('.' or ''') made plain.
+std::string roff(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && (c == '.' || c == '\'')) out += "\\&";
+    line_start = c == '\n';
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<CommandSpec>& command_table() {
@@ -256,6 +283,29 @@ std::string program_help() {
   }
   out += "\n'peakscope <command> -h' shows a command's options\n";
   out += "exit codes: 0 success, 1 a check failed, 2 bad usage or bad input\n";
+  return out;
+}
+
+std::string man_page(const std::string& version) {
+  std::string out = ".TH PEAKSCOPE 1 \"\" \"peakscope " + roff(version) + "\" \"User Commands\"\n";
+  out += ".SH NAME\npeakscope \\- " + roff(kProgramAbout) + "\n";
+  out += ".SH SYNOPSIS\n.B peakscope\n.I command\n.RI [ args ]\n";
+  out += ".SH DESCRIPTION\nOne program with subcommands. \\fBpeakscope\\fR \\fIcommand\\fR \\fB\\-h\\fR prints a ";
+  out += "command's options, \\fBpeakscope help\\fR all commands.\n";
+  out += ".SH COMMANDS\n";
+  for (const CommandSpec& c : command_table()) {
+    out += ".SS " + roff(c.name) + "\n.nf\n";
+    for (const std::string& form : c.forms) out += roff(wrap_form("peakscope ", form)) + "\n";
+    out += ".fi\n.PP\n" + roff(c.about) + "\n";
+    for (const OptionSpec& o : c.options) {
+      std::string names;
+      for (const std::string& n : o.names) names += (names.empty() ? "" : ", ") + roff(n);
+      out += ".TP\n\\fB" + names + "\\fR" + (o.value.empty() ? "" : " \\fI" + roff(o.value) + "\\fR") + "\n";
+      out += roff(o.help) + "\n";
+    }
+    if (!c.notes.empty()) out += ".PP\n.nf\n" + roff(c.notes) + "\n.fi\n";
+  }
+  out += ".SH EXIT STATUS\n0 success, 1 a check failed (a mismatch, an under\\-estimate), 2 bad usage or bad input.\n";
   return out;
 }
 

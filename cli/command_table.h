@@ -48,4 +48,9 @@ std::string help_text(const CommandSpec& command);
 // exit codes. Ends with a newline.
 std::string program_help();
 
+// The manual page peakscope(1) in roff (man(7)), of version `version`: every
+// command's forms, description, options and notes. `make install` writes it
+// with `peakscope help --man`.
+std::string man_page(const std::string& version);
+
 }  // namespace psc::cli

@@ -26,5 +26,6 @@ int cmd_calibrate(int argc, char** argv);
 int cmd_check(int argc, char** argv);
 int cmd_replay(int argc, char** argv);
 int cmd_top(int argc, char** argv);
+int cmd_version(int argc, char** argv);
 
 }  // namespace psc::cli

@@ -6,6 +6,7 @@
 
 #include "cli/command_table.h"
 #include "cli/commands.h"
+#include "cli/version_value.h"
 #include "common/progress.h"
 #include "traces/reader.h"
 
@@ -20,10 +21,16 @@ int main(int argc, char** argv) {
     usage(stderr);
     return psc::cli::kExitBadInput;
   }
+  // `help --man`: the manual page, from the same table (make install).
+  if (!std::strcmp(argv[1], "help") && argc == 3 && !std::strcmp(argv[2], "--man")) {
+    std::fputs(psc::cli::man_page(psc::cli::kVersionText).c_str(), stdout);
+    return psc::cli::kExitOk;
+  }
   if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
     usage(stdout);
     return psc::cli::kExitOk;
   }
+  if (!std::strcmp(argv[1], "--version")) argv[1] = const_cast<char*>("version");
   for (const psc::cli::CommandSpec& c : psc::cli::command_table()) {
     if (c.name != argv[1]) continue;
     try {

@@ -727,7 +727,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
 CalibrationJson calibration_to_json(const Calibration& c) {
   Json j;
   j["format"] = "peakscope-calibration";
-  j["version"] = 2;
+  j["version"] = kCalibrationVersion;
   j["layers"] = c.layers;
   j["safety_factor"] = c.safety_factor;
   if (c.margin.derived) {
@@ -790,9 +790,11 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   if (!j.is_object() || j.value("format", "") != "peakscope-calibration")
     throw CalibrationError("not a peakscope calibration (no \"format\": \"peakscope-calibration\")");
   const uint64_t version = count(j, "version", where);
-  if (version != 1 && version != 2)
+  if (version < kOldestCalibrationVersion || version > kCalibrationVersion)
     throw CalibrationError("calibration.version: " + std::to_string(version) +
-                           " is not known (this build reads versions 1 and 2)");
+                           " is not known (this build reads versions " + std::to_string(kOldestCalibrationVersion) +
+                           (kCalibrationVersion == kOldestCalibrationVersion + 1 ? " and " : " to ") +
+                           std::to_string(kCalibrationVersion) + ")");
   Calibration c;
   c.layers = static_cast<int32_t>(count(j, "layers", where));
   if (c.layers > kMaxLayer) throw CalibrationError("calibration.layers: too many layers");

@@ -33,6 +33,11 @@ namespace psc {
 
 using CalibrationJson = nlohmann::ordered_json;
 
+// The calibration file's version: what calibrate writes, and the oldest one
+// calibration_from_json reads (every version between the two is read).
+constexpr int kCalibrationVersion = 2;
+constexpr int kOldestCalibrationVersion = 1;
+
 class CalibrationError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -26,6 +26,9 @@ namespace psc::format {
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'A', 'C', 'E', '\n'};
 constexpr uint16_t kVersion = 4;
 constexpr uint16_t kMinReaderVersion = 4;  // oldest reader that can read what we write
+// The oldest version this build's reader reads: every later change is read by
+// its version (context_per_kind, drop_reason_count, CUPTI names).
+constexpr uint16_t kOldestReadVersion = 1;
 // v4 and later: an event's context (kFieldContext) is kept per thread and kind.
 constexpr bool context_per_kind(uint16_t version) { return version >= 4; }
 constexpr uint32_t kChunkMagic = 0x4b435350;  // "PSCK" little-endian

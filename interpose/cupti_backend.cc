@@ -388,3 +388,8 @@ namespace psc::interpose::cuda {
 void after_cu_init() { cupti::start_once(); }
 
 }  // namespace psc::interpose::cuda
+
+// The CUPTI major version whose activity records this build reads: data, not
+// code, so `peakscope version` can tell from the library's symbol table,
+// without loading it, that the CUPTI backend is built in (cli/recorder_library.h).
+PSC_EXPORT const uint32_t psc_cupti_major = psc::interpose::cupti::kCuptiMajor;
