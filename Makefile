@@ -76,7 +76,8 @@ CAPI_MAP := capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: FORCE all deps deps-torch deps-viewers run test unit integration python-tests bench lint docs format clean
+.PHONY: FORCE all deps deps-torch deps-viewers deps-install run test unit integration python-tests bench lint docs format \
+        clean install uninstall
 all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
 # Folder makefiles add rules and append to ALL_EXTRA / TEST_EXTRA.
@@ -90,6 +91,9 @@ $(DEPS_STAMP):
 	@mkdir -p $(BUILD) && touch $@
 deps-torch:
 	@tools/ensure-deps torch
+# What tests/cli/test_install.sh uses: pip, setuptools, wheel, pkg-config.
+deps-install:
+	@tools/ensure-deps install
 
 # The real programs the viewer tests open exports with: Chromium, protoc,
 # Nsight Systems (tests/html, tests/unit/export_perfetto_test.cc, tests/nsys).
@@ -175,11 +179,59 @@ $(BENCH): $(BENCH_OBJS) $(LIBS)
 	$(call say,LINK,$@)
 	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lz -lpthread
 
+# ---- install ------------------------------------------------------------------
+# `make install PREFIX=/usr DESTDIR=/staging`; `make uninstall` with the same
+# variables removes exactly those files. The CLI finds the recorder library
+# at ../lib beside its own folder (cli/recorder_library.h) and the Python
+# package finds both from the prefix it sits under (python/peakscope/locate.py),
+# so LIBDIR is PREFIX/lib, not a variable. PYTHONDIR is where this Python looks
+# for packages under PREFIX (Debian: /usr/lib/python3/dist-packages for /usr,
+# /usr/local/lib/python3.X/dist-packages for /usr/local); set it for another.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     := $(PREFIX)/bin
+LIBDIR     := $(PREFIX)/lib
+INCLUDEDIR := $(PREFIX)/include
+MANDIR     := $(PREFIX)/share/man
+PYTHONDIR  ?= $(shell $(PYTHON) -c 'import sys; p = "$(PREFIX)"; v = "python%d.%d" % sys.version_info[:2]; \
+                print(p + {"/usr": "/lib/python3/dist-packages", "/usr/local": "/lib/" + v + "/dist-packages"} \
+                      .get(p, "/lib/" + v + "/site-packages"))')
+MAN_PAGE   := $(BUILD)/peakscope.1
+HEADERS    := $(wildcard include/peakscope/*.h)
+PY_FILES   := $(wildcard python/peakscope/*.py) python/peakscope/trace_tracker.cpp
+INSTALLED  := $(BINDIR)/peakscope $(LIBDIR)/libpeakscope_preload.so $(LIBDIR)/libpeakscope_estimator.so \
+              $(LIBDIR)/pkgconfig/peakscope.pc $(MANDIR)/man1/peakscope.1 \
+              $(patsubst include/%,$(INCLUDEDIR)/%,$(HEADERS)) \
+              $(patsubst python/%,$(PYTHONDIR)/%,$(PY_FILES))
+
+# The manual page is the command table's (cli/command_table.cc), printed by the CLI.
+$(MAN_PAGE): $(CLI)
+	$(CLI) help --man >$@
+
+install: $(PRELOAD) $(CLI) $(CAPI_LIB) $(MAN_PAGE)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/peakscope \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PYTHONDIR)/peakscope
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/peakscope
+	install -m 755 $(PRELOAD) $(CAPI_LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/peakscope/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' capi/peakscope.pc.in \
+	  >$(DESTDIR)$(LIBDIR)/pkgconfig/peakscope.pc
+	install -m 644 $(MAN_PAGE) $(DESTDIR)$(MANDIR)/man1/peakscope.1
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/peakscope/
+
+# What install wrote, the bytecode Python compiled from the package's modules,
+# and the package's and headers' folders once empty; nothing else.
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -f $(foreach f,$(wildcard python/peakscope/*.py),$(DESTDIR)$(PYTHONDIR)/peakscope/__pycache__/$(basename $(notdir $(f))).*.pyc)
+	-rmdir $(DESTDIR)$(PYTHONDIR)/peakscope/__pycache__ $(DESTDIR)$(PYTHONDIR)/peakscope \
+	  $(DESTDIR)$(INCLUDEDIR)/peakscope 2>/dev/null
+
 # ---- the two promised commands -------------------------------------------------
 run: all deps-torch
 	@tools/run-default
 
-test: all $(UNIT) $(TEST_EXTRA) deps-torch deps-viewers
+test: all $(UNIT) $(TEST_EXTRA) deps-torch deps-viewers deps-install
 	@tools/run-tests
 
 unit: $(UNIT)

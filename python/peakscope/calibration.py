@@ -8,8 +8,10 @@
 
 Every figure comes from estimator/predict.h through libpeakscope_estimator.so
 (include/peakscope/estimator.h) and ctypes: nothing here prices. The
-library is, in order: the `library` argument, $PEAKSCOPE_ESTIMATOR_LIBRARY,
-build/libpeakscope_estimator.so of the repository this package sits in.
+library is the `library` argument, else $PEAKSCOPE_ESTIMATOR_LIBRARY, else
+the first there of <prefix>/lib for a package installed under <prefix>, the
+repository's build/, <prefix>/lib of a `peakscope` on $PATH (locate.py); the
+error when none is there lists every path tried.
 
 A Calibration reuses its ctypes buffers from call to call (a lock keeps
 threads sharing one object apart) and calls the library with the GIL held
@@ -22,11 +24,10 @@ import struct
 import threading
 from dataclasses import dataclass
 
-ENV_ESTIMATOR_LIBRARY = "PEAKSCOPE_ESTIMATOR_LIBRARY"
-LIBRARY_NAME = "libpeakscope_estimator.so"
-# python/peakscope/ -> the repository's build/
-DEFAULT_LIBRARY = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                                "build", LIBRARY_NAME))
+from peakscope import locate
+
+ENV_ESTIMATOR_LIBRARY = locate.ENV_ESTIMATOR_LIBRARY
+LIBRARY_NAME = locate.ESTIMATOR_LIBRARY
 
 PSC_OK = 0
 PSC_BAD_INPUT = 2
@@ -43,7 +44,7 @@ class CalibrationError(ValueError):
 
 
 class EstimatorLibraryNotFound(OSError):
-    """libpeakscope_estimator.so is not where it was looked for."""
+    """libpeakscope_estimator.so is not where it was looked for; the message lists where."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,14 @@ _libraries_lock = threading.Lock()
 
 
 def library_path(library=None):
-    """Where the estimator library is looked for (it may not exist)."""
-    return library or os.environ.get(ENV_ESTIMATOR_LIBRARY) or DEFAULT_LIBRARY
+    """The estimator library: `library` as given (it may not exist), else the one
+    locate.py finds; EstimatorLibraryNotFound lists every path tried."""
+    if library:
+        return library
+    try:
+        return locate.estimator_library()
+    except locate.NotFound as e:
+        raise EstimatorLibraryNotFound(str(e)) from None
 
 
 def _load_library(library=None):
