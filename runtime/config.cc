@@ -46,6 +46,46 @@ void append_id(char* out, size_t size, size_t* used, const char* text) {
   out[*used] = 0;
 }
 
+// Where a launcher puts a process's rank, its rank on its host and the
+// number of ranks.
+struct RankVariables {
+  const char* rank;
+  const char* local_rank;
+  const char* world_size;
+};
+
+// Nearest launcher first: RANK (torchrun, torch.distributed.launch, or a
+// script that sets it), Open MPI's mpirun, Hydra's mpiexec (MPICH, Intel MPI;
+// Slurm's PMI2 sets PMI_RANK and PMI_SIZE too), then srun. A launcher started
+// by another sees the outer one's variables as well (torchrun's workers under
+// srun, mpirun's ranks under srun, which hold SLURM_PROCID of their node's
+// daemon): the inner launcher's are the process's own.
+constexpr RankVariables kRankVariables[] = {
+    {"RANK", "LOCAL_RANK", "WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"},
+    {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"},
+};
+
+// The rank, local rank and world size all from the first launcher whose rank
+// variable holds a rank (a number, 0 or more); without one, no rank and
+// LOCAL_RANK and WORLD_SIZE as they are.
+void set_rank(Config& c) {
+  for (const RankVariables& v : kRankVariables) {
+    const int32_t rank = env_int(v.rank);
+    if (rank < 0) continue;
+    c.rank = rank;
+    c.local_rank = env_int(v.local_rank);
+    c.world_size = env_int(v.world_size);
+    c.rank_variable = v.rank;
+    return;
+  }
+  c.rank = -1;
+  c.local_rank = env_int("LOCAL_RANK");
+  c.world_size = env_int("WORLD_SIZE");
+  c.rank_variable = nullptr;
+}
+
 // The first of PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID (torchrun's default
 // "none" names nothing), SLURM_JOB_ID[.SLURM_STEP_ID] and, for a ranked
 // process, MASTER_ADDR:MASTER_PORT.
@@ -110,9 +150,7 @@ void load_config() {
     c.cupti_library_too_long = length >= sizeof c.cupti_library;
     if (!c.cupti_library_too_long) memcpy(c.cupti_library, library, length + 1);
   }
-  c.rank = env_int("RANK");
-  c.local_rank = env_int("LOCAL_RANK");
-  c.world_size = env_int("WORLD_SIZE");
+  set_rank(c);
   set_run_id(c);
   g_config = c;
 }

@@ -30,9 +30,13 @@ struct Config {
   CuptiMode cupti;              // PEAKSCOPE_CUPTI=0|1|auto (default auto)
   char cupti_library[4096];     // PEAKSCOPE_CUPTI_LIBRARY: what to dlopen ("" = libcupti.so.13)
   bool cupti_library_too_long;  // over 4095 bytes (PATH_MAX): refused, never cut (cupti_backend.cc)
-  int32_t rank;                 // RANK (-1 unset)
-  int32_t local_rank;           // LOCAL_RANK (-1 unset)
-  int32_t world_size;           // WORLD_SIZE (-1 unset)
+  // The rank, local rank and world size from the first launcher that names a
+  // rank: RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, each with its
+  // own local rank and size variables (config.cc, kRankVariables).
+  int32_t rank;               // -1 unset
+  int32_t local_rank;         // -1 unset
+  int32_t world_size;         // -1 unset
+  const char* rank_variable;  // the variable the rank came from, nullptr without one
   // What the ranks of one job share (format::RunHeader): the first of
   // PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID[.SLURM_STEP_ID] and
   // MASTER_ADDR:MASTER_PORT (ranked processes only); "" when none is set.
