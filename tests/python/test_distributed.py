@@ -1,10 +1,12 @@
-"""Data-parallel ranks: the launcher on its own, then ranks under `peakscope record --host`.
+"""Data-parallel ranks started by torchrun, under `peakscope record --host`.
 
-The launcher tests run small Python commands and need neither torch nor the
-build. The recorded tests start workloads/torch/launch_ranks.py under
-build/peakscope record, which follows the launcher's children into one trace
-per rank (<stem>.r<RANK>.<host>.p<PID>.pstrace); they read `report --json`,
-and the run's exports with JSON and SQLite readers.
+torchrun is Debian's (python3-torch: PyTorch 1.13 on Python 3.11), or
+`python3 -m torch.distributed.run` where no torchrun is on PATH. It runs with
+--redirects 1 --tee 1: its default stdio options fail on Python 3.11 before
+any worker starts (README, "Distributed runs"). The recorder that `record`
+preloads follows torchrun's agent into its workers, one trace per rank
+(<stem>.r<RANK>.<host>.p<PID>.pstrace) beside the agent's own; the tests read
+`report --json`, and the run's exports with JSON and SQLite readers.
 Skipped without torch's gloo backend or the build (run make).
 """
 
@@ -33,12 +35,34 @@ except ImportError as missing:
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.path.join(REPO, "build", "peakscope")
 PRELOAD = os.path.join(REPO, "build", "libpeakscope_preload.so")
-LAUNCHER = os.path.join(REPO, "workloads", "torch", "launch_ranks.py")
 WORKLOAD = os.path.join(REPO, "workloads", "torch", "ddp_lora.py")
 HOST_PATTERN = os.path.join(REPO, "build", "programs", "host_pattern")
 BUILT = os.access(CLI, os.X_OK) and os.path.exists(PRELOAD)
 RANK_TRACE = re.compile(r"^run\.r(\d+)\.[A-Za-z0-9_-]+\.p(\d+)\.pstrace$")
 SKEW = 0.5
+# Debian's torchrun, or the module it runs. --redirects 1 --tee 1: each worker's
+# stdout goes to a file under --log_dir and to ours with a "[default<LOCAL_RANK>]:"
+# prefix; torchrun 1.13's default (no redirects) trips over Python 3.11's enum.
+TORCHRUN = [shutil.which("torchrun")] if shutil.which("torchrun") else [sys.executable, "-m", "torch.distributed.run"]
+STDIO = ["--redirects", "1", "--tee", "1"]
+# How often torchrun looks at its workers (default 5 s): it ends that much after them.
+MONITOR = ["--monitor_interval", "0.5"]
+# Variables of an outer launcher that would name the run or the rank.
+LAUNCHER_VARIABLES = ("PEAKSCOPE_BACKEND", "LD_PRELOAD", "PEAKSCOPE_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                      "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_PROCID",
+                      "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def clean_environment(**extra):
+    environment = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    environment.update(extra)
+    return environment
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def wave_spans(events, pid):
@@ -57,100 +81,38 @@ def wave_spans(events, pid):
     return sorted(spans)
 
 
-def launch(nproc, command, *options, timeout=60):
-    return subprocess.run([sys.executable, LAUNCHER, "--nproc", str(nproc), *options, "--", *command],
-                          capture_output=True, text=True, timeout=timeout)
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+class TorchrunTest(unittest.TestCase):
+    """What the recorded tests rely on torchrun for, without the build."""
 
-
-def python_command(source):
-    return [sys.executable, "-c", source]
-
-
-class LauncherTest(unittest.TestCase):
-    def test_every_rank_gets_the_scheduler_variables_and_its_prefix(self):
-        source = ("import os, sys; v = os.environ; "
-                  "print(v['RANK'], v['WORLD_SIZE'], v['LOCAL_RANK'], v['MASTER_ADDR'], v['MASTER_PORT']); "
-                  "print('to stderr', file=sys.stderr)")
-        child = launch(3, python_command(source), "--port", "29533")
+    def test_every_worker_gets_the_scheduler_variables_and_its_prefix(self):
+        with tempfile.TemporaryDirectory() as directory:
+            script = os.path.join(directory, "variables.py")
+            with open(script, "w") as file:
+                file.write("import os\nv = os.environ\n"
+                           "print(v['RANK'], v['WORLD_SIZE'], v['LOCAL_RANK'], v['MASTER_ADDR'], v['MASTER_PORT'])\n")
+            port = free_port()
+            child = subprocess.run([*TORCHRUN, *STDIO, *MONITOR, "--log_dir", os.path.join(directory, "logs"),
+                                    "--nproc_per_node", "3", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                                    script], capture_output=True, text=True, env=clean_environment(), timeout=120)
         self.assertEqual(child.returncode, 0, child.stderr)
         self.assertEqual(sorted(child.stdout.splitlines()),
-                         [f"[rank {r}] {r} 3 {r} 127.0.0.1 29533" for r in range(3)])
-        self.assertEqual(sorted(child.stderr.splitlines()), [f"[rank {r}] to stderr" for r in range(3)])
-
-    def test_a_free_port_is_chosen_and_shared(self):
-        child = launch(2, python_command("import os; print(os.environ['MASTER_PORT'])"))
-        self.assertEqual(child.returncode, 0, child.stderr)
-        ports = {line.split()[-1] for line in child.stdout.splitlines()}
-        self.assertEqual(len(ports), 1, child.stdout)
-        self.assertGreater(int(ports.pop()), 0)
-
-    def test_the_worst_status_of_ranks_that_ended_on_their_own(self):
-        child = launch(3, python_command("import os; raise SystemExit(int(os.environ['RANK']))"))
-        self.assertEqual(child.returncode, 2, child.stderr)
-
-    def test_a_failed_rank_stops_the_others_after_the_grace(self):
-        source = "import os, time; time.sleep(60) if os.environ['RANK'] == '0' else exit(3)"
-        started = time.monotonic()
-        child = launch(2, python_command(source), "--grace", "0.5")
-        self.assertLess(time.monotonic() - started, 20)
-        self.assertEqual(child.returncode, 3, child.stderr)  # the stopped rank 0 does not count
-        self.assertIn("rank 1 ended with status 3", child.stderr)
-        self.assertIn("stopping rank 0", child.stderr)
-
-    def test_timeout_stops_every_rank_with_124(self):
-        child = launch(2, python_command("import time; time.sleep(60)"), "--timeout", "1")
-        self.assertEqual(child.returncode, 124, child.stderr)
-        self.assertIn("timeout after 1 s", child.stderr)
-
-    def test_kill_rank_after_waves(self):
-        source = ("import os, time\n"
-                  "for i in range(3):\n"
-                  "    print(f'wave {i} done', flush=True)\n"
-                  "    time.sleep(0.2)\n"
-                  "time.sleep(60 if os.environ['RANK'] == '1' else 0)\n")
-        child = launch(2, python_command(source), "--kill-rank", "1", "--kill-after-waves", "3", "--grace", "0.5")
-        self.assertEqual(child.returncode, 137, child.stderr)  # SIGKILL
-        self.assertIn("killing rank 1 after 3 waves", child.stderr)
-        self.assertIn("[rank 1] wave 2 done", child.stdout)
-
-    def test_bad_usage_exits_2_with_the_reason(self):
-        cases = [(["--nproc", "0", "--", "true"], "--nproc"),
-                 (["--nproc", "two", "--", "true"], "--nproc"),
-                 (["--nproc", "2", "true"], "expected -- COMMAND"),
-                 (["--nproc", "2", "--"], "no command"),
-                 (["--nproc", "2", "--", "/no/such/program"], "command not found: /no/such/program"),
-                 (["--nproc", "2", "--kill-rank", "2", "--kill-after-waves", "1", "--", "true"], "--kill-rank"),
-                 (["--nproc", "2", "--kill-rank", "1", "--", "true"], "go together")]
-        for arguments, reason in cases:
-            child = subprocess.run([sys.executable, LAUNCHER, *arguments], capture_output=True, text=True,
-                                   timeout=30)
-            self.assertEqual(child.returncode, 2, arguments)
-            self.assertIn(reason, child.stderr, arguments)
-
-    def test_a_command_that_cannot_start_exits_2(self):
-        with tempfile.TemporaryDirectory() as directory:
-            script = os.path.join(directory, "broken")
-            with open(script, "w") as file:
-                file.write("#!/no/such/interpreter\n")
-            os.chmod(script, 0o755)
-            child = launch(2, [script])
-        self.assertEqual(child.returncode, 2, child.stderr)
-        self.assertIn(f"cannot run {script}", child.stderr)
+                         [f"[default{r}]:{r} 3 {r} 127.0.0.1 {port}" for r in range(3)])
 
 
 class RecordedRanks:
-    """One launcher run under `peakscope record --host`, with each trace's report."""
+    """One torchrun of ddp_lora.py under `peakscope record --host`, with each trace's report."""
 
-    def __init__(self, nproc, workload_arguments, launcher_arguments=()):
+    def __init__(self, nproc, workload_arguments):
         self.directory = tempfile.TemporaryDirectory()
+        self.logs = tempfile.TemporaryDirectory()  # torchrun's --log_dir, outside the run's folder
         self.launcher_trace = os.path.join(self.directory.name, "run.pstrace")
-        environment = {k: v for k, v in os.environ.items()
-                       if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
         started = time.monotonic()
         self.record = subprocess.run(
-            [CLI, "record", "--host", "-o", self.launcher_trace, "--", sys.executable, LAUNCHER,
-             "--nproc", str(nproc), *launcher_arguments, "--", sys.executable, WORKLOAD, *workload_arguments],
-            capture_output=True, text=True, env=environment, timeout=240)
+            [CLI, "record", "--host", "-o", self.launcher_trace, "--", *TORCHRUN, *STDIO, *MONITOR,
+             "--log_dir", self.logs.name, "--nproc_per_node", str(nproc), "--master_addr", "127.0.0.1",
+             "--master_port", str(free_port()), WORKLOAD, *workload_arguments],
+            capture_output=True, text=True, env=clean_environment(), timeout=240)
         self.seconds = time.monotonic() - started
         self.pids = {}  # rank -> pid, from the file names
         for name in os.listdir(self.directory.name):
@@ -182,11 +144,12 @@ class RecordedRanks:
 
     def printed_tokens(self, rank):
         """The token counts rank `rank` said it ran, from its 'wave <i> ... tokens <T>' lines."""
-        pattern = re.compile(rf"^\[rank {rank}\] wave \d+ step \d+ tokens (\d+) ")
+        pattern = re.compile(rf"^\[default{rank}\]:wave \d+ step \d+ tokens (\d+) ")
         return [int(m.group(1)) for m in map(pattern.match, self.record.stdout.splitlines()) if m]
 
     def cleanup(self):
         self.directory.cleanup()
+        self.logs.cleanup()
 
 
 def run_names_the_busiest(test, run, world_size):
@@ -238,13 +201,13 @@ class TwoRanksTest(unittest.TestCase):
     def test_the_run_succeeds_and_the_adapters_stay_in_sync(self):
         self.assertEqual(self.run_.record.returncode, 0, self.run_.record.stderr)
         for rank in range(2):
-            self.assertIn(f"[rank {rank}] ddp_lora: rank {rank} of 2", self.run_.record.stdout)
+            self.assertIn(f"[default{rank}]:ddp_lora: rank {rank} of 2", self.run_.record.stdout)
         self.assertEqual(self.run_.record.stdout.count("annotations: capi; adapters in sync: yes"), 2)
 
     def test_one_trace_per_rank_named_and_stamped_with_its_rank(self):
         self.assertEqual(sorted(self.run_.pids), [0, 1], self.run_.names)
         self.assertTrue(all(len(pids) == 1 for pids in self.run_.pids.values()), self.run_.names)
-        self.assertEqual(len(self.run_.names), 3, self.run_.names)  # and the launcher's own trace
+        self.assertEqual(len(self.run_.names), 3, self.run_.names)  # and torchrun's own trace
         for rank, report in self.run_.reports.items():
             trace = report["trace"]
             self.assertEqual((trace["rank"], trace["local_rank"], trace["pid"]), (rank, rank, self.run_.pids[rank][0]))
@@ -252,8 +215,8 @@ class TwoRanksTest(unittest.TestCase):
             self.assertIn("ddp_lora.py", trace["command"])
             self.assertIn(f"trace also written: {self.run_.directory.name}/run.r{rank}.", self.run_.record.stderr)
         launcher = RecordedRanks.report(self.run_.launcher_trace)["trace"]
-        self.assertEqual(launcher["rank"], -1)
-        self.assertIn("launch_ranks.py", launcher["command"])
+        self.assertEqual((launcher["rank"], launcher["world_size"], launcher["parent_pid"]), (-1, 0, 0))
+        self.assertIn(f"{TORCHRUN[-1]} --redirects 1 --tee 1", launcher["command"])
 
     def test_each_rank_has_the_waves_it_announced(self):
         for rank, report in self.run_.reports.items():
@@ -465,83 +428,185 @@ class FourRanksTest(unittest.TestCase):
             self.assertEqual(text_4, text, name)
 
 
-def can_name_a_host():
-    """Whether this process may start one in a UTS namespace of its own (root, or a user namespace)."""
+@unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
+class SchedulerRanksTest(unittest.TestCase):
+    """Ranks as srun and mpirun start them, their variables set by hand: one `record` per task, as `srun
+    peakscope record ...` runs it, each writing its own file into one folder."""
+
+    def record_tasks(self, folder, tasks):
+        for name, variables in tasks:
+            child = subprocess.run([CLI, "record", "--host", "-o", os.path.join(folder, f"{name}.pstrace"), "--",
+                                    HOST_PATTERN, "peak", "2", str(4096 * (1 + len(name)))], capture_output=True,
+                                   text=True, env=clean_environment(**variables), timeout=60)
+            self.assertEqual(child.returncode, 0, child.stderr)
+
+    def report(self, folder):
+        child = subprocess.run([CLI, "report", folder, "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(child.returncode, 0, child.stderr)
+        return json.loads(child.stdout)
+
+    def test_srun_tasks_are_the_ranks_of_the_job_step(self):
+        with tempfile.TemporaryDirectory() as folder:
+            job = dict(SLURM_JOB_ID="4242", SLURM_STEP_ID="0", SLURM_NTASKS="3")
+            self.record_tasks(folder, [(f"task{i}", dict(job, SLURM_PROCID=str(i), SLURM_LOCALID=str(i % 2)))
+                                       for i in range(3)])
+            report = self.report(folder)
+        run = report["run"]
+        self.assertEqual((run["id"], run["id_source"], run["traces"]), ("4242.0", "SLURM_JOB_ID", 3))
+        self.assertEqual([(m["rank"], m["world_size"], os.path.basename(m["path"])) for m in run["members"]],
+                         [(i, 3, f"task{i}.pstrace") for i in range(3)])
+        self.assertEqual([r["trace"]["local_rank"] for r in report["reports"]], [0, 1, 0])
+        self.assertEqual(run["notes"], [])
+
+    def test_mpirun_ranks_come_before_the_srun_task_they_run_under(self):
+        # mpirun's ranks under an allocation hold their node daemon's SLURM_PROCID (here 0 for all).
+        with tempfile.TemporaryDirectory() as folder:
+            outer = dict(SLURM_JOB_ID="77", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NTASKS="1",
+                         MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+            self.record_tasks(folder, [(f"mpi{i}", dict(outer, OMPI_COMM_WORLD_RANK=str(i),
+                                                        OMPI_COMM_WORLD_LOCAL_RANK=str(i),
+                                                        OMPI_COMM_WORLD_SIZE="2")) for i in range(2)] +
+                              [(f"hydra{i}", dict(PEAKSCOPE_RUN_ID="hydra", PMI_RANK=str(i), PMI_SIZE="2",
+                                                  MPI_LOCALRANKID=str(i))) for i in range(2)])
+            mixed = subprocess.run([CLI, "report", folder], capture_output=True, text=True, timeout=60)
+            self.assertEqual(mixed.returncode, 2)
+            self.assertIn("the traces are of 2 runs", mixed.stderr)
+            for run_id, stem in (("77", "mpi"), ("hydra", "hydra")):
+                child = subprocess.run([CLI, "report", folder, "--run", run_id, "--json"], capture_output=True,
+                                       text=True, timeout=60)
+                self.assertEqual(child.returncode, 0, child.stderr)
+                run = json.loads(child.stdout)["run"]
+                self.assertEqual([(m["rank"], m["world_size"], os.path.basename(m["path"])) for m in run["members"]],
+                                 [(i, 2, f"{stem}{i}.pstrace") for i in range(2)], run_id)
+                self.assertEqual(run["notes"], [], run_id)
+
+
+def why_no_host_of_its_own():
+    """None when this process may start one with a host name and an /etc/hosts of its own (UTS and mount
+    namespaces: root, or a user namespace), else why not."""
     if not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-u", "sh", "-c", "hostname psc-probe && hostname"], capture_output=True,
-                           text=True)
-    return probe.returncode == 0 and probe.stdout.strip() == "psc-probe"
+        return "no unshare here"
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hosts:
+        hosts.write("127.0.0.1 psc-probe localhost\n")
+        hosts.flush()
+        probe = subprocess.run(["unshare", "--uts", "--mount", "sh", "-c",
+                                f"hostname psc-probe && mount --bind {hosts.name} /etc/hosts && hostname && "
+                                "getent hosts psc-probe"], capture_output=True, text=True)
+    if probe.returncode != 0 or probe.stdout.split()[:2] != ["psc-probe", "127.0.0.1"]:
+        return ("unshare --uts --mount cannot give a process its own host name and /etc/hosts here (needs root): "
+                + (probe.stderr.strip().splitlines() or ["no reason given"])[-1])
+    return None
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 @unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
 class TwoHostsTest(unittest.TestCase):
-    """Two ranks as on two machines: each in a UTS namespace with a host name of its own ("alpha", "beta"), each
-    under its own `peakscope record` writing into one folder (a shared file system), tied only by the
-    MASTER_ADDR:MASTER_PORT the scheduler gave both."""
+    """Two nodes as two machines: each in UTS and mount namespaces with a host name ("alpha", "beta") and an
+    /etc/hosts of its own, each under its own `peakscope record` writing into one folder (a shared file system),
+    each a torchrun of two workers (--nnodes 2 --node_rank N) meeting by c10d rendezvous on the loopback.
+    torchrun gives the workers the rendezvous id as TORCHELASTIC_RUN_ID, which ties the hosts' traces into one
+    run; each agent's trace joins its host's ranks by its `record`."""
 
     TOKENS = [256, 512]
+    HOSTS = ("alpha", "beta")
+    RUN_ID = "two-hosts"
 
     @classmethod
     def setUpClass(cls):
-        if not can_name_a_host():
-            raise unittest.SkipTest("unshare -u cannot give a process its own host name here (needs root)")
+        why_not = why_no_host_of_its_own()
+        if why_not:
+            raise unittest.SkipTest(why_not)
         cls.directory = tempfile.TemporaryDirectory()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        base = {k: v for k, v in os.environ.items() if k not in ("PEAKSCOPE_BACKEND", "LD_PRELOAD", "PEAKSCOPE_RUN_ID")}
-        ranks = []
-        for rank, host in enumerate(("alpha", "beta")):
-            environment = dict(base, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                               MASTER_PORT=str(port))
+        cls.scratch = tempfile.TemporaryDirectory()  # each host's /etc/hosts and torchrun's logs
+        endpoint = f"127.0.0.1:{free_port()}"
+        nodes = []
+        for node_rank, host in enumerate(cls.HOSTS):
+            # The agent of the rendezvous' first node tells every worker its host's name as MASTER_ADDR: each
+            # host resolves its own name first, and the other's, as hosts of one cluster do.
+            hosts = os.path.join(cls.scratch.name, f"{host}.hosts")
+            with open(hosts, "w") as file:
+                file.write(f"127.0.0.1 {host} localhost\n")
+                file.writelines(f"127.0.0.1 {other}\n" for other in cls.HOSTS if other != host)
             trace = os.path.join(cls.directory.name, f"{host}.pstrace")
-            command = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh", CLI, "record", "--host",
-                       "-o", trace, "--", sys.executable, WORKLOAD, "--tokens", ",".join(map(str, cls.TOKENS)),
-                       "--skew", str(SKEW)]
-            ranks.append(subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True))
-        cls.outputs = [p.communicate(timeout=240) for p in ranks]
-        cls.statuses = [p.returncode for p in ranks]
-        cls.port = port
+            command = ["unshare", "--uts", "--mount", "sh", "-c",
+                       f'hostname {host} && mount --bind "$0" /etc/hosts && exec "$@"', hosts,
+                       CLI, "record", "--host", "-o", trace, "--", *TORCHRUN, *STDIO, *MONITOR,
+                       "--log_dir", os.path.join(cls.scratch.name, f"logs-{host}"),
+                       "--nnodes", "2", "--node_rank", str(node_rank), "--nproc_per_node", "2",
+                       "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", cls.RUN_ID,
+                       WORKLOAD, "--tokens", ",".join(map(str, cls.TOKENS)), "--skew", str(SKEW)]
+            nodes.append(subprocess.Popen(command, env=clean_environment(), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        cls.outputs = [p.communicate(timeout=240) for p in nodes]
+        cls.statuses = [p.returncode for p in nodes]
 
     @classmethod
     def tearDownClass(cls):
         cls.directory.cleanup()
+        cls.scratch.cleanup()
 
-    def test_each_host_records_its_rank(self):
-        self.assertEqual(self.statuses, [0, 0], self.outputs)
-        self.assertEqual(sorted(os.listdir(self.directory.name)), ["alpha.pstrace", "beta.pstrace"])
-
-    def test_the_folder_reads_as_one_run_of_two_hosts(self):
+    def run_report(self):
         child = subprocess.run([CLI, "report", self.directory.name, "--json"], capture_output=True, text=True,
                                timeout=120)
         self.assertEqual(child.returncode, 0, child.stderr)
-        run = json.loads(child.stdout)["run"]
-        self.assertEqual((run["id"], run["id_source"]), (f"127.0.0.1:{self.port}", "MASTER_ADDR:MASTER_PORT"))
-        self.assertEqual([(m["rank"], m["host"]) for m in run["members"]], [(0, "alpha"), (1, "beta")])
-        self.assertIn("2 hosts: alpha, beta", run["notes"])
-        self.assertEqual(run["busiest"]["rank"], 1)
+        return json.loads(child.stdout)
 
-    def test_the_export_names_each_rank_with_its_host(self):
-        out = os.path.join(self.directory.name, "run.json")
-        self.addCleanup(lambda: os.path.exists(out) and os.remove(out))
+    def test_each_host_records_its_agent_and_its_two_ranks(self):
+        self.assertEqual(self.statuses, [0, 0], self.outputs)
+        names = sorted(os.listdir(self.directory.name))
+        self.assertEqual(len(names), 6, names)
+        for host in self.HOSTS:
+            self.assertIn(f"{host}.pstrace", names)
+            ranks = [n for n in names if re.match(rf"^{host}\.r\d+\.{host}\.p\d+\.pstrace$", n)]
+            self.assertEqual(len(ranks), 2, names)
+        for (out, _), host in zip(self.outputs, self.HOSTS):
+            self.assertEqual(out.count("adapters in sync: yes"), 2, out)
+            self.assertEqual(len(re.findall(r"ddp_lora: rank \d of 4", out)), 2, out)
+
+    def test_the_folder_reads_as_one_run_of_every_rank_on_both_hosts(self):
+        report = self.run_report()
+        run = report["run"]
+        self.assertEqual((run["id"], run["id_source"], run["traces"]), (self.RUN_ID, "TORCHELASTIC_RUN_ID", 6))
+        ranked = [m for m in run["members"] if m["rank"] >= 0]
+        self.assertEqual([m["rank"] for m in ranked], [0, 1, 2, 3])
+        self.assertEqual([m["world_size"] for m in ranked], [4] * 4)
+        # The rendezvous orders nodes by host name: alpha's workers are ranks 0 and 1.
+        self.assertEqual([(m["rank"], m["host"]) for m in ranked], [(0, "alpha"), (1, "alpha"), (2, "beta"), (3, "beta")])
+        for m in ranked:
+            self.assertTrue(os.path.basename(m["path"]).startswith(f"{m['host']}.r{m['rank']}.{m['host']}.p"), m)
+        # Each torchrun agent: a member without a rank, on its host, with nothing of the ranks' waves.
+        agents = [m for m in run["members"] if m["rank"] < 0]
+        self.assertEqual([(m["host"], os.path.basename(m["path"]), m["waves"]) for m in agents],
+                         [(host, f"{host}.pstrace", []) for host in self.HOSTS])
+        self.assertEqual(run["notes"], ["2 hosts: alpha, beta"])
+        self.assertEqual(run["busiest"]["rank"], 3)
+        by_path = {r["trace"]["path"]: r for r in report["reports"]}
+        for m in ranked:
+            trace = by_path[m["path"]]["trace"]
+            self.assertEqual((trace["local_rank"], trace["status"], trace["clean_end"]), (m["rank"] % 2, "complete", True))
+            self.assertEqual([w["tokens"] for w in m["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, m["rank"]))
+
+    def test_the_export_names_each_rank_and_agent_with_its_host(self):
+        out = os.path.join(self.scratch.name, "run.json")
         child = subprocess.run([CLI, "export", self.directory.name, "--format", "chrome", "-o", out],
                                capture_output=True, text=True, timeout=120)
         self.assertEqual(child.returncode, 0, child.stderr)
+        self.assertIn("6 traces of run", child.stdout)
         with open(out) as f:
             events = json.load(f)["traceEvents"]
-        names = sorted(e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name")
-        self.assertEqual(len(names), 2, names)
-        self.assertTrue(names[0].startswith("rank 0 (alpha, pid "), names)
-        self.assertTrue(names[1].startswith("rank 1 (beta, pid "), names)
+        names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"]
+        self.assertEqual(len(names), 6, names)
+        for rank, host in enumerate(("alpha", "alpha", "beta", "beta")):
+            self.assertEqual(len([n for n in names if n.startswith(f"rank {rank} ({host}, pid ")]), 1, names)
+        for host in self.HOSTS:
+            self.assertEqual(len([n for n in names if re.match(rf"^pid \d+ \({host}\)", n)]), 1, names)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 @unittest.skipUnless(BUILT, "build/peakscope and build/libpeakscope_preload.so are not built (run make)")
 class DyingRankTest(unittest.TestCase):
-    """The last rank SIGKILLs itself after the forward of its wave 1."""
+    """The last rank SIGKILLs itself after the forward of its wave 1, once rank 0 has run its waves of the step
+    (--die-after-others: torchrun stops the survivor as soon as it sees the rank gone, wherever it is)."""
 
     TOKENS = [256, 512, 384]
     DIE_AT = 1
@@ -549,16 +614,19 @@ class DyingRankTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.run_ = RecordedRanks(2, ["--tokens", ",".join(map(str, cls.TOKENS)), "--skew", str(SKEW),
-                                     "--die-at-wave", str(cls.DIE_AT)], ["--grace", "2"])
+                                     "--die-at-wave", str(cls.DIE_AT), "--die-after-others"])
 
     @classmethod
     def tearDownClass(cls):
         cls.run_.cleanup()
 
-    def test_the_launcher_fails_with_the_dead_ranks_status(self):
-        self.assertEqual(self.run_.record.returncode, 137, self.run_.record.stderr)
-        self.assertIn("launch_ranks.py: rank 1 ended with status 137", self.run_.record.stderr)
-        self.assertIn("[rank 1] rank 1 dies in wave 1 (kill)", self.run_.record.stdout)
+    def test_the_launcher_fails_naming_the_dead_rank_and_its_signal(self):
+        # torchrun's status is 1 whatever ended a worker; its failure report names each.
+        self.assertEqual(self.run_.record.returncode, 1, self.run_.record.stderr)
+        pid = self.run_.pids[1][0]
+        self.assertIn(f"rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: {pid})", self.run_.record.stderr)
+        self.assertIn(f"Signal 9 (SIGKILL) received by PID {pid}", self.run_.record.stderr)
+        self.assertIn("[default1]:rank 1 dies in wave 1 (kill)", self.run_.record.stdout)
 
     def test_the_dead_ranks_trace_reads_up_to_where_it_stopped(self):
         report = self.run_.reports[1]
@@ -581,8 +649,9 @@ class DyingRankTest(unittest.TestCase):
         self.assertTrue(any("(rank 1) did not end cleanly" in n for n in report["notes"]), report["notes"])
 
     def test_the_survivor_leaves_a_readable_trace_of_its_waves(self):
-        # Under gloo the survivor's all-reduce fails at once ("Connection closed by
-        # peer") and it ends by itself; a blocked one would be stopped after --grace.
+        # Under gloo the survivor's all-reduce fails at once ("Connection reset by
+        # peer") and it ends by itself, or torchrun stops it first (SIGTERM, which
+        # the recorder flushes on): either way after its waves.
         report = self.run_.reports[0]
         self.assertEqual(report["trace"]["status"], "complete")
         self.assertEqual([w["tokens"] for w in report["waves"] if w["complete"]], self.TOKENS)

@@ -11,20 +11,24 @@ zero_grad(set_to_none=True). Each rank's loss is weighted by its share of the
 step's tokens over all ranks, so the summed gradient is the gradient of the
 mean over every token of the step, whatever the shard sizes.
 
-The process group comes from the environment, as a scheduler or
-workloads/torch/launch_ranks.py sets it: RANK, WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT (LOCAL_RANK is read but the CPU has no device to pick). Without
-WORLD_SIZE it runs as a group of one.
+The process group comes from the environment, as torchrun or a scheduler sets
+it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK is read but the CPU
+has no device to pick). Without WORLD_SIZE it runs as a group of one.
 
-After each wave a rank prints one line starting "wave <index>" (what
-launch_ranks.py --kill-after-waves counts). --die-at-wave K makes this rank end
-itself in the middle of wave K (after its forward, before its backward), by
-SIGKILL (--die-by kill: nothing is flushed, as with an OOM kill) or os._exit(1)
-(--die-by exit). The other ranks then fail or block in the step's all-reduce;
-the launcher stops them.
+After each wave a rank prints one line starting "wave <index>". --die-at-wave K
+makes this rank end itself in the middle of wave K (after its forward, before
+its backward), by SIGKILL (--die-by kill: nothing is flushed, as with an OOM
+kill) or os._exit(1) (--die-by exit). The other ranks then fail or block in the
+step's all-reduce; the launcher stops them. torchrun stops them as soon as it
+sees the rank gone, wherever they are: with --die-after-others the rank dies
+only once every other rank has run the step's waves (each says so in the
+process group's store), so what they recorded does not depend on that moment.
 
-    build/peakscope record --host -o ddp.pstrace -- /usr/bin/python3 workloads/torch/launch_ranks.py \\
-        --nproc 2 -- /usr/bin/python3 workloads/torch/ddp_lora.py --tokens 512,1024,768 --skew 0.5
+    build/peakscope record --host -o ddp.pstrace -- torchrun --redirects 1 --tee 1 --nproc_per_node 2 \\
+        workloads/torch/ddp_lora.py --tokens 512,1024,768 --skew 0.5
+
+(Debian's torchrun, PyTorch 1.13 on Python 3.11, fails with its default stdio
+options; --redirects 1 --tee 1 sidesteps it: README, "Distributed runs".)
 """
 
 import argparse
@@ -70,6 +74,8 @@ def parse_arguments(argv=None):
                         help="with --die-at-wave: only rank R dies (default: the last rank)")
     parser.add_argument("--die-by", choices=("kill", "exit"), default="kill",
                         help="SIGKILL itself (default) or os._exit(1)")
+    parser.add_argument("--die-after-others", action="store_true",
+                        help="with --die-at-wave: die once every other rank has run the step's waves")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a collective may wait for the other ranks (default 60)")
     parser.add_argument("--no-annotate", action="store_true", help="run without peakscope ranges")
@@ -81,6 +87,8 @@ def parse_arguments(argv=None):
         parser.error("--skew must not be negative")
     if arguments.die_at_wave is not None and arguments.die_at_wave < 0:
         parser.error("--die-at-wave must not be negative")
+    if arguments.die_after_others and arguments.die_at_wave is None:
+        parser.error("--die-after-others goes with --die-at-wave")
     if arguments.timeout <= 0:
         parser.error("--timeout must be positive")
     return arguments
@@ -146,6 +154,17 @@ def adapters_in_sync(parameters, world_size):
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
+def waves_done_key(step, rank):
+    return f"ddp_lora/waves-done/{step}/{rank}"
+
+
+def wait_for_the_others(step, rank, world_size, timeout):
+    """Until every other rank has said it ran the waves of `step` (--die-after-others)."""
+    others = [waves_done_key(step, r) for r in range(world_size) if r != rank]
+    if others:
+        dist.distributed_c10d._get_default_store().wait(others, timedelta(seconds=timeout))
+
+
 def die(how):
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -180,6 +199,8 @@ def run(arguments, rank, world_size, out=sys.stdout):
             with peakscope.wave(tokens=tokens, slots=[arguments.slot], groups=1, cold=cold):
                 loss = model(ids, targets)
                 if dying and len(waves) == arguments.die_at_wave:
+                    if arguments.die_after_others:
+                        wait_for_the_others(step, rank, world_size, arguments.timeout)
                     print(f"rank {rank} dies in wave {len(waves)} ({arguments.die_by})", file=out, flush=True)
                     die(arguments.die_by)
                 (loss * (tokens / everyone)).backward()
@@ -188,6 +209,8 @@ def run(arguments, rank, world_size, out=sys.stdout):
                   f"loss {float(loss):.4f} seconds {seconds:.3f}", file=out, flush=True)
             waves.append((step, tokens, cold, float(loss), seconds))
             del loss
+        if world_size > 1 and arguments.die_after_others and not dying:
+            dist.distributed_c10d._get_default_store().set(waves_done_key(step, rank), "1")
         if world_size > 1:
             all_reduce_gradients(trainable)
         optimizer.step()
