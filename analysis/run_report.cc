@@ -77,6 +77,10 @@ RunReport make_run_report(const std::vector<Analysis>& analyses, const Run* grou
     hosts.insert(host_of(*a));
     if (is_rank_trace(*a) && !ranks.insert(a->trace.header.rank).second) repeated.insert(a->trace.header.rank);
     if (a->trace.header.world_size > 0) world_sizes.insert(a->trace.header.world_size);
+    if (is_task_launcher(a->trace.header))
+      run.notes.push_back(fmt::format(
+          "{} is a task of srun or mpirun that launched ranks (as torchrun's agent does): not one of the ranks",
+          a->trace.path));
     if (!a->trace.status.complete() || !a->trace.clean_end)
       run.notes.push_back(fmt::format("{} (rank {}) did not end cleanly ({}): read up to where it stopped",
                                       a->trace.path, rank_label(*a), read_state_name(a->trace.status.state)));

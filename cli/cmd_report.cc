@@ -120,6 +120,9 @@ int cmd_report(int argc, char** argv) {
     const Analysis& analysis = analyses.front();
     write_out(o.json ? json_text(analysis_to_json(analysis)) : render_analysis_text(analysis, text_options));
   } else {
+    // Each member as the run sees it: a launcher srun or mpirun started has no rank there (settle_task_ranks).
+    for (size_t i = 0; i < analyses.size() && i < grouped.members.size(); ++i)
+      if (analyses[i].trace.path == grouped.members[i].path) analyses[i].trace.header = grouped.members[i].header;
     const RunReport run = make_run_report(analyses, &grouped);
     write_out(o.json ? json_text(run_to_json(run)) : render_run_text(run, text_options));
   }

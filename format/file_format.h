@@ -55,6 +55,12 @@ enum HeaderFlag : uint32_t {
   // blocks a wave allocates, which calibration must see
   // (estimator/liveness.h, host_floor_problem).
   kHeaderHostEveryBlock = 1u << 5,
+  // The rank, local rank and world size are a task's of srun or mpirun
+  // (SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK: runtime/config.cc), not
+  // RANK's. In a run whose ranks have RANK such a member is the launcher that
+  // srun or mpirun started (torchrun's agent, one per node), not a rank
+  // (traces/run.h, settle_task_ranks).
+  kHeaderTaskRank = 1u << 6,
 };
 
 struct FileHeader {

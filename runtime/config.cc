@@ -77,13 +77,13 @@ void set_rank(Config& c) {
     c.rank = rank;
     c.local_rank = env_int(v.local_rank);
     c.world_size = env_int(v.world_size);
-    c.rank_variable = v.rank;
+    c.task_rank = &v != &kRankVariables[0];
     return;
   }
   c.rank = -1;
   c.local_rank = env_int("LOCAL_RANK");
   c.world_size = env_int("WORLD_SIZE");
-  c.rank_variable = nullptr;
+  c.task_rank = false;
 }
 
 // The first of PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID (torchrun's default

@@ -33,10 +33,10 @@ struct Config {
   // The rank, local rank and world size from the first launcher that names a
   // rank: RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, each with its
   // own local rank and size variables (config.cc, kRankVariables).
-  int32_t rank;               // -1 unset
-  int32_t local_rank;         // -1 unset
-  int32_t world_size;         // -1 unset
-  const char* rank_variable;  // the variable the rank came from, nullptr without one
+  int32_t rank;        // -1 unset
+  int32_t local_rank;  // -1 unset
+  int32_t world_size;  // -1 unset
+  bool task_rank;      // the rank is a task's of srun or mpirun, not RANK (format::kHeaderTaskRank)
   // What the ranks of one job share (format::RunHeader): the first of
   // PEAKSCOPE_RUN_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID[.SLURM_STEP_ID] and
   // MASTER_ADDR:MASTER_PORT (ranked processes only); "" when none is set.

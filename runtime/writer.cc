@@ -520,7 +520,8 @@ bool open_file() {
   h.flags = (g_config.host_mode ? format::kHeaderHostMode : 0u) |
             (g_config.reserved_level ? format::kHeaderReservedLevel : 0u) |
             (g_clock_tsc ? format::kHeaderClockTsc : 0u) |
-            (g_config.host_mode && g_config.host_min_bytes <= 1 ? format::kHeaderHostEveryBlock : 0u);
+            (g_config.host_mode && g_config.host_min_bytes <= 1 ? format::kHeaderHostEveryBlock : 0u) |
+            (g_config.task_rank ? format::kHeaderTaskRank : 0u);
   h.realtime_ns = g_start_realtime_ns;
   h.monotonic_ns = g_start_monotonic_ns;
   h.monotonic_raw_ns = g_start_monotonic_raw_ns;

@@ -42,8 +42,13 @@ void order_members(std::vector<RunMember>& members) {
                    [](const RunMember& x, const RunMember& y) { return runs_before(x.header, y.header); });
 }
 
+// The run's id is its first member's in run order that has one: a rank's
+// before a launcher's (each host's torchrun agent under srun holds the job's
+// SLURM_JOB_ID, its workers the rendezvous id).
 Run make_run(std::vector<RunMember> members) {
   Run run;
+  settle_task_ranks(members);
+  order_members(members);
   for (const RunMember& m : members) {
     const std::string id = run_id_of(m);
     if (!id.empty() && run.id.empty()) {
@@ -58,7 +63,6 @@ Run make_run(std::vector<RunMember> members) {
         run.id_source = "peakscope record";
         break;
       }
-  order_members(members);
   for (const RunMember& m : members) {
     const std::string h = host_of(m.header);
     if (std::find(run.hosts.begin(), run.hosts.end(), h) == run.hosts.end()) run.hosts.push_back(h);
@@ -71,6 +75,22 @@ Run make_run(std::vector<RunMember> members) {
 
 std::string host_of(const format::FileHeader& header) {
   return std::string(header.hostname, strnlen(header.hostname, sizeof header.hostname));
+}
+
+size_t settle_task_ranks(std::vector<RunMember>& members) {
+  const bool ranked_by_rank = std::any_of(members.begin(), members.end(), [](const RunMember& m) {
+    return is_rank_trace(m.header) && !is_task_rank(m.header);
+  });
+  if (!ranked_by_rank) return 0;
+  size_t settled = 0;
+  for (RunMember& m : members) {
+    if (!is_task_rank(m.header) || m.header.rank < 0) continue;
+    m.header.rank = -1;
+    m.header.local_rank = -1;
+    m.header.world_size = 0;
+    ++settled;
+  }
+  return settled;
 }
 
 bool runs_before(const format::FileHeader& x, const format::FileHeader& y) {

@@ -12,6 +12,11 @@
 // and transitively so. Traces with neither (written before run identities,
 // or recorded without `record` and without a launcher's variables) join the
 // only run there is, or stand alone when there are several.
+//
+// A member ranked as a task of srun or mpirun (format::kHeaderTaskRank) in a
+// run whose ranks have RANK is the launcher srun or mpirun started there
+// (`srun torchrun`: torchrun's agent, one per node, holds SLURM_PROCID and
+// its workers RANK): grouping takes its rank away (settle_task_ranks).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +34,9 @@ struct RunMember {
 };
 
 struct Run {
-  // The run id the members share, or "<host>:<record pid>" for one recorded
-  // on one machine without an id, or "" when nothing names it.
+  // The run id the members share (the first in run order: a rank's before a
+  // launcher's), or "<host>:<record pid>" for one recorded on one machine
+  // without an id, or "" when nothing names it.
   std::string id;
   std::string id_source;           // format::run_id_source_name, or "peakscope record" / ""
   std::vector<RunMember> members;  // by rank (unranked last), then host, then pid
@@ -44,6 +50,17 @@ std::string host_of(const format::FileHeader& header);
 // process forked from one (the launcher's own trace, and a rank's forked
 // children, are members that are not).
 inline bool is_rank_trace(const format::FileHeader& header) { return header.rank >= 0 && header.parent_pid == 0; }
+
+// Whether a header's rank is a task's of srun or mpirun (format::kHeaderTaskRank).
+inline bool is_task_rank(const format::FileHeader& header) { return (header.flags & format::kHeaderTaskRank) != 0; }
+
+// When some members are ranks by RANK, the members ranked as tasks of srun
+// or mpirun are their launchers: their rank, local rank and world size are
+// cleared (the flag stays). Returns how many were.
+size_t settle_task_ranks(std::vector<RunMember>& members);
+
+// A member whose rank settle_task_ranks took away.
+inline bool is_task_launcher(const format::FileHeader& header) { return is_task_rank(header) && header.rank < 0; }
 
 // The run's order: ranked traces first, by rank, then by host and pid.
 bool runs_before(const format::FileHeader& x, const format::FileHeader& y);

@@ -503,13 +503,15 @@ def why_no_host_of_its_own():
 class TwoHostsTest(unittest.TestCase):
     """Two nodes as two machines: each in UTS and mount namespaces with a host name ("alpha", "beta") and an
     /etc/hosts of its own, each under its own `peakscope record` writing into one folder (a shared file system),
-    each a torchrun of two workers (--nnodes 2 --node_rank N) meeting by c10d rendezvous on the loopback.
-    torchrun gives the workers the rendezvous id as TORCHELASTIC_RUN_ID, which ties the hosts' traces into one
-    run; each agent's trace joins its host's ranks by its `record`."""
+    each a torchrun of two workers (--nnodes 2 --node_rank N) meeting by c10d rendezvous on the loopback, each
+    node one task of `srun --nodes 2 --ntasks-per-node 1` (its variables set by hand). torchrun gives the workers
+    the rendezvous id as TORCHELASTIC_RUN_ID, which ties the hosts' traces into one run; each agent holds its srun
+    task's SLURM_PROCID, and joins its host's ranks by its `record` as a launcher, not a rank."""
 
     TOKENS = [256, 512]
     HOSTS = ("alpha", "beta")
     RUN_ID = "two-hosts"
+    JOB = "4242"
 
     @classmethod
     def setUpClass(cls):
@@ -535,7 +537,9 @@ class TwoHostsTest(unittest.TestCase):
                        "--nnodes", "2", "--node_rank", str(node_rank), "--nproc_per_node", "2",
                        "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", cls.RUN_ID,
                        WORKLOAD, "--tokens", ",".join(map(str, cls.TOKENS)), "--skew", str(SKEW)]
-            nodes.append(subprocess.Popen(command, env=clean_environment(), stdout=subprocess.PIPE,
+            srun_task = dict(SLURM_JOB_ID=cls.JOB, SLURM_STEP_ID="0", SLURM_PROCID=str(node_rank),
+                             SLURM_LOCALID="0", SLURM_NTASKS="2")
+            nodes.append(subprocess.Popen(command, env=clean_environment(**srun_task), stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
         cls.outputs = [p.communicate(timeout=240) for p in nodes]
         cls.statuses = [p.returncode for p in nodes]
@@ -571,19 +575,25 @@ class TwoHostsTest(unittest.TestCase):
         self.assertEqual([m["rank"] for m in ranked], [0, 1, 2, 3])
         self.assertEqual([m["world_size"] for m in ranked], [4] * 4)
         # The rendezvous orders nodes by host name: alpha's workers are ranks 0 and 1.
-        self.assertEqual([(m["rank"], m["host"]) for m in ranked], [(0, "alpha"), (1, "alpha"), (2, "beta"), (3, "beta")])
+        self.assertEqual([(m["rank"], m["host"]) for m in ranked],
+                         [(0, "alpha"), (1, "alpha"), (2, "beta"), (3, "beta")])
         for m in ranked:
             self.assertTrue(os.path.basename(m["path"]).startswith(f"{m['host']}.r{m['rank']}.{m['host']}.p"), m)
-        # Each torchrun agent: a member without a rank, on its host, with nothing of the ranks' waves.
+        # Each torchrun agent: a member without a rank (its srun task's is no rank of the job), on its host,
+        # with nothing of the ranks' waves.
         agents = [m for m in run["members"] if m["rank"] < 0]
-        self.assertEqual([(m["host"], os.path.basename(m["path"]), m["waves"]) for m in agents],
-                         [(host, f"{host}.pstrace", []) for host in self.HOSTS])
-        self.assertEqual(run["notes"], ["2 hosts: alpha, beta"])
+        self.assertEqual([(m["host"], os.path.basename(m["path"]), m["world_size"], m["waves"]) for m in agents],
+                         [(host, f"{host}.pstrace", 0, []) for host in self.HOSTS])
+        self.assertEqual(run["notes"], [f"{m['path']} is a task of srun or mpirun that launched ranks (as torchrun's "
+                                        "agent does): not one of the ranks" for m in agents] + ["2 hosts: alpha, beta"])
+        for m in agents:  # the file itself keeps what srun said
+            self.assertEqual(RecordedRanks.report(m["path"])["trace"]["rank"], self.HOSTS.index(m["host"]))
         self.assertEqual(run["busiest"]["rank"], 3)
         by_path = {r["trace"]["path"]: r for r in report["reports"]}
         for m in ranked:
             trace = by_path[m["path"]]["trace"]
-            self.assertEqual((trace["local_rank"], trace["status"], trace["clean_end"]), (m["rank"] % 2, "complete", True))
+            self.assertEqual((trace["local_rank"], trace["status"], trace["clean_end"]),
+                             (m["rank"] % 2, "complete", True))
             self.assertEqual([w["tokens"] for w in m["waves"]], ddp_lora.shard_tokens(self.TOKENS, SKEW, m["rank"]))
 
     def test_the_export_names_each_rank_and_agent_with_its_host(self):

@@ -104,6 +104,50 @@ TEST(RunGrouping, TracesThatNothingNamesJoinTheOnlyRunOrStandAlone) {
   EXPECT_EQ(runs.size(), 3u);
 }
 
+// A rank from srun's or mpirun's variables (kHeaderTaskRank), with its local rank and world size.
+RunMember task(RunMember m, int32_t world_size) {
+  m.header.flags |= format::kHeaderTaskRank;
+  m.header.local_rank = 0;
+  m.header.world_size = world_size;
+  return m;
+}
+
+TEST(RunGrouping, SrunTasksThatLaunchedRanksAreNotRanksThemselves) {
+  // `srun --ntasks 2 peakscope record -- torchrun --nproc_per_node 2 ...`: each node's agent holds its srun
+  // task's SLURM_PROCID (0, 1) and the job's id, its workers RANK 0..3 and the rendezvous id; each agent's
+  // record ties it to its node's workers.
+  std::vector<psc::Run> runs = group_members({
+      task(member("agent-beta", 1, "beta", 20, 20, "42.0"), 2),
+      member("r3", 3, "beta", 22, 20, "rdzv"),
+      member("r0", 0, "alpha", 11, 10, "rdzv"),
+      task(member("agent-alpha", 0, "alpha", 10, 10, "42.0"), 2),
+      member("r1", 1, "alpha", 12, 10, "rdzv"),
+      member("r2", 2, "beta", 21, 20, "rdzv"),
+  });
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].id, "rdzv");  // a rank's id before a launcher's, whatever order the files come in
+  EXPECT_EQ(paths_of(runs[0]), (std::vector<std::string>{"r0", "r1", "r2", "r3", "agent-alpha", "agent-beta"}));
+  for (const RunMember& m : runs[0].members) {
+    const bool agent = m.path.rfind("agent-", 0) == 0;
+    EXPECT_EQ(is_rank_trace(m.header), !agent) << m.path;
+    EXPECT_EQ(is_task_launcher(m.header), agent) << m.path;
+    if (agent) {
+      EXPECT_EQ(m.header.local_rank, -1);
+      EXPECT_EQ(m.header.world_size, 0);
+      EXPECT_EQ(member_label(m), "pid " + std::to_string(m.header.pid) + " (" + host_of(m.header) + ")");
+    }
+  }
+  // Ranks that are all srun's tasks (`srun python train.py`) stay ranks, and so does a task beside a launcher
+  // without a rank of its own.
+  runs = group_members({task(member("t1", 1, "h", 2, 0, "7"), 2), task(member("t0", 0, "h", 1, 0, "7"), 2),
+                        member("wrapper", -1, "h", 3, 0, "7")});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(paths_of(runs[0]), (std::vector<std::string>{"t0", "t1", "wrapper"}));
+  EXPECT_TRUE(is_rank_trace(runs[0].members[0].header));
+  EXPECT_EQ(runs[0].members[1].header.rank, 1);
+  EXPECT_EQ(runs[0].members[1].header.world_size, 2);
+}
+
 TEST(RunGrouping, ReadsTheRunIdFromTheHeaderAndOlderFilesHaveNone) {
   TempDir dir;
   TraceWriterOptions named;

@@ -39,17 +39,24 @@ TraceMeta recorded(const Scratch& s, const std::string& assignments) {
   return read_trace_headers(trace);
 }
 
+// The rank, local rank, world size, and whether the header says they are a
+// task's of srun or mpirun (kHeaderTaskRank).
 struct Stamp {
   int32_t rank, local_rank, world_size;
+  bool task = false;
 };
 
-Stamp stamp_of(const TraceMeta& meta) { return {meta.header.rank, meta.header.local_rank, meta.header.world_size}; }
+Stamp stamp_of(const TraceMeta& meta) {
+  return {meta.header.rank, meta.header.local_rank, meta.header.world_size,
+          (meta.header.flags & format::kHeaderTaskRank) != 0};
+}
 
 void expect_stamp(const Scratch& s, const std::string& assignments, Stamp expected) {
   const Stamp got = stamp_of(recorded(s, assignments));
   EXPECT_EQ(got.rank, expected.rank) << assignments;
   EXPECT_EQ(got.local_rank, expected.local_rank) << assignments;
   EXPECT_EQ(got.world_size, expected.world_size) << assignments;
+  EXPECT_EQ(got.task, expected.task) << assignments;
 }
 
 const char kSlurm[] = "SLURM_PROCID=5 SLURM_LOCALID=1 SLURM_NTASKS=8";
@@ -60,19 +67,19 @@ const char kTorch[] = "RANK=7 LOCAL_RANK=3 WORLD_SIZE=16";
 TEST(RecorderRank, EachLauncherAloneNamesTheRank) {
   Scratch s;
   expect_stamp(s, kTorch, {7, 3, 16});
-  expect_stamp(s, kOpenMpi, {3, 0, 6});
-  expect_stamp(s, kPmi, {2, 2, 4});
-  expect_stamp(s, kSlurm, {5, 1, 8});
-  expect_stamp(s, "PMI_RANK=1 PMI_SIZE=2", {1, -1, 2});  // Hydra without its local rank
+  expect_stamp(s, kOpenMpi, {3, 0, 6, true});
+  expect_stamp(s, kPmi, {2, 2, 4, true});
+  expect_stamp(s, kSlurm, {5, 1, 8, true});
+  expect_stamp(s, "PMI_RANK=1 PMI_SIZE=2", {1, -1, 2, true});  // Hydra without its local rank
 }
 
 TEST(RecorderRank, TheNearestLauncherWinsWholeRankFirstSlurmLast) {
   Scratch s;
   // torchrun's workers under srun, mpirun under srun, everything at once.
   expect_stamp(s, std::string(kTorch) + " " + kSlurm, {7, 3, 16});
-  expect_stamp(s, std::string(kOpenMpi) + " " + kSlurm, {3, 0, 6});
-  expect_stamp(s, std::string(kPmi) + " " + kSlurm, {2, 2, 4});
-  expect_stamp(s, std::string(kOpenMpi) + " " + kPmi, {3, 0, 6});
+  expect_stamp(s, std::string(kOpenMpi) + " " + kSlurm, {3, 0, 6, true});
+  expect_stamp(s, std::string(kPmi) + " " + kSlurm, {2, 2, 4, true});
+  expect_stamp(s, std::string(kOpenMpi) + " " + kPmi, {3, 0, 6, true});
   expect_stamp(s, std::string(kTorch) + " " + kOpenMpi + " " + kPmi + " " + kSlurm, {7, 3, 16});
   // The local rank and size come with the rank, never from another launcher.
   expect_stamp(s, std::string("RANK=1 ") + kSlurm, {1, -1, 0});
@@ -80,8 +87,8 @@ TEST(RecorderRank, TheNearestLauncherWinsWholeRankFirstSlurmLast) {
 
 TEST(RecorderRank, ARankThatIsNotANumberIsPassedOver) {
   Scratch s;
-  expect_stamp(s, std::string("RANK=x LOCAL_RANK=0 WORLD_SIZE=2 ") + kSlurm, {5, 1, 8});
-  expect_stamp(s, std::string("OMPI_COMM_WORLD_RANK=-1 ") + kPmi, {2, 2, 4});
+  expect_stamp(s, std::string("RANK=x LOCAL_RANK=0 WORLD_SIZE=2 ") + kSlurm, {5, 1, 8, true});
+  expect_stamp(s, std::string("OMPI_COMM_WORLD_RANK=-1 ") + kPmi, {2, 2, 4, true});
   expect_stamp(s, "SLURM_PROCID= SLURM_NTASKS=8", {-1, -1, 0});
 }
 
