@@ -5,6 +5,7 @@
 #include "analysis/breakdowns.h"
 #include "analysis/lifetime_pass.h"
 #include "analysis/peak_pass.h"
+#include "analysis/step_growth.h"
 #include "common/progress.h"
 
 namespace psc {
@@ -121,7 +122,11 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   inputs.snapshot_ordinals.push_back(measured.peak.ordinal);
   for (const LevelScan::Wave& w : measured.waves) inputs.snapshot_ordinals.push_back(w.peak.ordinal);
   SnapshotBreakdowns attribute(inputs);
+  StepGrowthObserver growth(parser);
   std::vector<LifetimeObserver*> observers{&attribute};
+  // Growth across optimizer steps costs a table update per memory event: only
+  // when the first read saw a step range.
+  if (scan.saw_step_range()) observers.push_back(&growth);
   observers.insert(observers.end(), options.observers.begin(), options.observers.end());
   for (LifetimeObserver* o : observers) o->on_start(analysis);
   LifetimePass::Inputs pass_inputs;
@@ -161,6 +166,7 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
               &analysis.warnings);
   }
   analysis.timeline = attribute.timeline();
+  analysis.growth = growth.result();
   if (device) {
     analysis.device = device->result(scan.waves());
     if (analysis.placement) analysis.device.placement = analysis.placement->counts;

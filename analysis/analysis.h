@@ -14,7 +14,8 @@
 //      classify it from where it was made and where it died, and hand it to
 //      the observers: the report's breakdowns (breakdowns.h: its bytes added
 //      to every snapshot, the peak and each wave's peak, its lifetime covers)
-//      and any the caller adds (liveness, the exporters' category log).
+//      and any the caller adds (liveness, the exporters' category log); and
+//      the live bytes by range at each optimizer step's end (step_growth.h).
 // An allocation live at the peak is therefore classified by where it is freed
 // later, which one pass could not know.
 #pragma once
@@ -130,6 +131,38 @@ struct TraceSummary {
   uint64_t missing_seqs = 0;
 };
 
+// Live bytes at the end of one optimizer step (analysis/step_growth.h).
+struct StepEnd {
+  uint64_t step = 0;  // 1 for the first optimizer step
+  uint64_t seq = 0;   // of the event that closed the step's range
+  uint64_t time_ns = 0;
+  uint64_t live_bytes = 0;
+  uint64_t live_allocations = 0;
+};
+
+// A range whose allocations still live at the step ends rose at each of the
+// last ones compared (the rule: analysis/step_growth.h).
+struct GrowingRange {
+  std::string range;  // the attributed range ("" for none)
+  int32_t layer = kNoLayer;
+  uint64_t first_step = 0;    // the step end where the rise began
+  uint64_t first_bytes = 0;   // live then
+  uint64_t last_bytes = 0;    // live at the last step end
+  uint64_t allocations = 0;   // live at the last step end
+  uint64_t rising_steps = 0;  // step ends in a row at which its live bytes rose
+
+  uint64_t bytes_per_step() const { return rising_steps ? (last_bytes - first_bytes) / rising_steps : 0; }
+};
+
+// Memory that stays live across optimizer steps and grows.
+struct StepGrowth {
+  uint64_t steps = 0;   // optimizer steps that ended
+  uint64_t window = 0;  // rises in a row that make a range growing; 0 below 2 steps
+  // Every step end, or the first and the last kKeptStepEnds / 2 when there are more.
+  std::vector<StepEnd> step_ends;
+  std::vector<GrowingRange> growing;  // most bytes per step first
+};
+
 struct MemorySummary {
   MemoryLevel level = MemoryLevel::kAllocated;
   MemoryCounts counts;              // of the analysed level
@@ -153,6 +186,7 @@ struct Analysis {
   // that its events and ordinals are the ones analysed here.
   std::shared_ptr<const DeferredPlacement> placement;
   DeviceUsage device;  // device samples and CUPTI (present only when the trace has them)
+  StepGrowth growth;   // live memory at each optimizer step's end, and what grows
 };
 
 // Throws TraceError when the file is not a readable trace. A truncated or

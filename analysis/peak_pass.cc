@@ -21,6 +21,15 @@ void PeakPass::grew(LevelScan& level, const Event& e, const EventSite& site) {
   for (int32_t w : scope_.open_waves()) raise(level.waves[static_cast<size_t>(w)].peak);
 }
 
+void PeakPass::check_step_range(const Event& e, const TraceMeta& meta) {
+  // A name whose text has not arrived is not cached: it may still come.
+  if (e.name.empty() || e.name.value >= meta.strings.size()) return;
+  auto [it, added] = step_names_.try_emplace(e.name.value, false);
+  if (added) it->second = parser_->ends_step(meta.string(e.name));
+  saw_step_range_ = it->second;
+  if (saw_step_range_) step_names_.clear();
+}
+
 void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   for (size_t i = 0; i < count; ++i) {
     if (i + kPrefetchAhead < count) {
@@ -41,6 +50,8 @@ void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& met
       if (level.replay.apply(e, site) == MemoryReplay::Effect::kAllocated) grew(level, e, site);
       continue;
     }
+    if (!saw_step_range_ && (e.kind == EventKind::kRangePush || e.kind == EventKind::kRangeStart))
+      check_step_range(e, meta);
     const ScopeTracker::Update update = scope_.on_event(e, ordinal, meta);
     if (update.change != ScopeTracker::Change::kWaveBegin) continue;
     for (LevelScan& level : levels_) {

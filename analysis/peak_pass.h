@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -42,7 +43,7 @@ struct LevelScan {
 
 class PeakPass : public TraceVisitor {
  public:
-  explicit PeakPass(const RangeParser& parser) : ranges_(parser), scope_(ranges_) {}
+  explicit PeakPass(const RangeParser& parser) : parser_(&parser), ranges_(parser), scope_(ranges_) {}
 
   void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
@@ -54,6 +55,9 @@ class PeakPass : public TraceVisitor {
   MemoryLevel chosen_level() const;
   const std::vector<WaveSpan>& waves() const { return scope_.waves(); }
   const ScopeTracker& scope() const { return scope_; }
+  // Whether a range that ends an optimizer step was opened (RangeParser::ends_step):
+  // the second read measures growth across steps only then (step_growth.h).
+  bool saw_step_range() const { return saw_step_range_; }
   uint64_t events() const { return ordinal_; }
   const TraceMeta& meta() const { return meta_; }
   void fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel level) const;
@@ -63,9 +67,13 @@ class PeakPass : public TraceVisitor {
 
  private:
   void grew(LevelScan& level, const Event& e, const EventSite& site);
+  void check_step_range(const Event& e, const TraceMeta& meta);
 
+  const RangeParser* parser_;
   RangeTable ranges_;
   ScopeTracker scope_;
+  bool saw_step_range_ = false;
+  std::unordered_map<uint32_t, bool> step_names_;  // range names checked so far, by string id
   std::array<LevelScan, kMemoryLevelCount> levels_;
   uint64_t ordinal_ = 0;
   uint64_t withheld_ = 0;

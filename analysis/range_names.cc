@@ -61,6 +61,11 @@ RangeName RangeParser::parse(std::string_view name) const {
   return {};
 }
 
+bool RangeParser::ends_step(std::string_view name) const {
+  const size_t slash = name.find('/');
+  return slash != std::string_view::npos && name.substr(slash + 1) == "step" && parse(name).phase == Phase::kOptimizer;
+}
+
 const RangeParser& default_range_parser() {
   static const RangeParser parser;
   return parser;

@@ -47,6 +47,10 @@ class RangeParser {
  public:
   virtual ~RangeParser() = default;
   virtual RangeName parse(std::string_view name) const;
+  // Whether the end of this range ends an optimizer step (the step boundaries
+  // of analysis/step_growth.h): an optimizer-phase range whose name after the
+  // phase is "step" ("optimizer/step").
+  virtual bool ends_step(std::string_view name) const;
 };
 
 // The parser the analysis uses when it is given none.

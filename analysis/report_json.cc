@@ -159,6 +159,28 @@ json wave_to_json(const WaveReport& w) {
           {"layers_at_peak", layers_to_json(w.peak.live.layers)}};
 }
 
+json growth_to_json(const StepGrowth& g) {
+  json steps = json::array();
+  for (const StepEnd& s : g.step_ends)
+    steps.push_back({{"step", s.step},
+                     {"seq", s.seq},
+                     {"time_ns", s.time_ns},
+                     {"live_bytes", s.live_bytes},
+                     {"live_allocations", s.live_allocations}});
+  json growing = json::array();
+  for (const GrowingRange& r : g.growing)
+    growing.push_back({{"range", r.range},
+                       {"layer", layer_or_null(r.layer)},
+                       {"bytes_per_step", r.bytes_per_step()},
+                       {"first_step", r.first_step},
+                       {"first_bytes", r.first_bytes},
+                       {"last_step", g.steps},
+                       {"last_bytes", r.last_bytes},
+                       {"allocations", r.allocations},
+                       {"rising_steps", r.rising_steps}});
+  return {{"step_count", g.steps}, {"window", g.window}, {"steps", steps}, {"growing", growing}};
+}
+
 }  // namespace
 
 const char* read_state_name(ReadStatus::State state) {
@@ -206,7 +228,8 @@ json analysis_to_json(const Analysis& a) {
               {"layers_at_peak", layers_to_json(a.peak.live.layers)},
               {"waves", waves},
               {"timeline", timeline},
-              {"warnings", a.warnings}};
+              {"warnings", a.warnings},
+              {"growth", growth_to_json(a.growth)}};
   if (a.device.present) out["device"] = device_usage_to_json(a);
   return out;
 }

@@ -293,6 +293,61 @@ void render_waves(const Analysis& a, const TextOptions& options, Out& out) {
   }
 }
 
+void render_step_end(const StepEnd& s, uint64_t first_ns, Out& out) {
+  out += fmt::format("  {:>6} {:>14} {:>12} {:>10}  {}\n", s.step, format_bytes(s.live_bytes), grouped(s.live_bytes),
+                     grouped(s.live_allocations), seconds_since(s.time_ns, first_ns));
+}
+
+// Live bytes at each optimizer step's end and the ranges whose live bytes
+// keep rising (analysis/step_growth.h). A range "rose at" a step end when it
+// holds more there than at the step end before. One line when nothing grows.
+void render_growth(const Analysis& a, const TextOptions& options, Out& out) {
+  const StepGrowth& g = a.growth;
+  const char* title = "\ngrowth across optimizer steps:";
+  if (g.steps == 0) {
+    out += fmt::format("{} no optimizer steps (no `optimizer/step` range): growth not measured\n", title);
+    return;
+  }
+  const StepEnd& first = g.step_ends.front();
+  const StepEnd& last = g.step_ends.back();
+  if (g.window == 0) {
+    out += fmt::format("{} 1 step ({} live at its end): growth needs the ends of at least 2 steps\n", title,
+                       format_bytes(last.live_bytes));
+    return;
+  }
+  if (g.growing.empty()) {
+    out += fmt::format(
+        "{} nothing grows over {} step ends (no range's live bytes rose at each of the last {}; {} live at the "
+        "first, {} at the last)\n",
+        title, grouped(g.steps), g.window, format_bytes(first.live_bytes), format_bytes(last.live_bytes));
+    return;
+  }
+  out += fmt::format("{} live at the end of each `optimizer/step` ({})\n", title, count(g.steps, "step"));
+  out += fmt::format("  {:>6} {:>14} {:>12} {:>10}  {}\n", "step", "live", "live bytes", "allocs", "at");
+  // The first and last few when there are many.
+  constexpr size_t kEachSide = 3;
+  const std::vector<StepEnd>& ends = g.step_ends;
+  if (ends.size() <= 2 * kEachSide + 1) {
+    for (const StepEnd& s : ends) render_step_end(s, a.trace.first_time_ns, out);
+  } else {
+    for (size_t i = 0; i < kEachSide; ++i) render_step_end(ends[i], a.trace.first_time_ns, out);
+    out += fmt::format("  {:>6}\n", "...");
+    for (size_t i = ends.size() - kEachSide; i < ends.size(); ++i) render_step_end(ends[i], a.trace.first_time_ns, out);
+  }
+  out += fmt::format("  growing: live bytes rose at each of the last {} of {} step ends ({})\n", g.window,
+                     grouped(g.steps), count(g.growing.size(), "range"));
+  out += fmt::format("  {:>12} {:>14} {:>8} {:>8} {:>7}  {}\n", "per step", "live at last", "allocs", "since", "layer",
+                     "range");
+  for (size_t i = 0; i < g.growing.size() && i < options.max_ranges; ++i) {
+    const GrowingRange& r = g.growing[i];
+    out += fmt::format("  {:>12} {:>14} {:>8} {:>8} {:>7}  {}\n", format_bytes(r.bytes_per_step()),
+                       format_bytes(r.last_bytes), grouped(r.allocations), fmt::format("step {}", r.first_step),
+                       layer_text(r.layer), r.range.empty() ? "(no range)" : r.range);
+  }
+  if (g.growing.size() > options.max_ranges)
+    out += fmt::format("  ... {} more ranges (see --json)\n", g.growing.size() - options.max_ranges);
+}
+
 }  // namespace
 
 std::string grouped(uint64_t value) {
@@ -320,6 +375,7 @@ std::string render_analysis_text(const Analysis& a, const TextOptions& options) 
     render_ranges(a.peak.live, options.max_ranges, out);
   }
   render_waves(a, options, out);
+  render_growth(a, options, out);
   render_device_usage_text(a, out);
   return out;
 }

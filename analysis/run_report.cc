@@ -48,6 +48,24 @@ std::pair<int64_t, int64_t> wave_range(const std::vector<const Analysis*>& membe
   return {lo, hi};
 }
 
+// One line per member: its step count and its growing ranges (the busiest
+// rank's report below has the full section).
+std::string growth_line(const Analysis& a) {
+  const StepGrowth& g = a.growth;
+  if (g.steps == 0) return "no optimizer steps";
+  if (g.window == 0) return "1 step: nothing to compare";
+  if (g.growing.empty()) return fmt::format("{} steps, nothing grows", g.steps);
+  constexpr size_t kShown = 3;
+  std::string out = fmt::format("{} steps, growing:", g.steps);
+  for (size_t i = 0; i < g.growing.size() && i < kShown; ++i) {
+    const GrowingRange& r = g.growing[i];
+    out += fmt::format("{} {} +{}/step", i ? "," : "", r.range.empty() ? "(no range)" : r.range,
+                       format_bytes(r.bytes_per_step()));
+  }
+  if (g.growing.size() > kShown) out += fmt::format(", {} more", g.growing.size() - kShown);
+  return out;
+}
+
 size_t most_waves(const RunReport& run) {
   size_t n = 0;
   for (const Analysis* a : run.members) n = std::max(n, a->waves.size());
@@ -159,6 +177,11 @@ std::string render_run_text(const RunReport& run, const TextOptions& options) {
       const auto [lo, hi] = wave_range(columns, w);
       out += fmt::format(" {:>14}\n", hi < 0 ? std::string("-") : grouped(static_cast<uint64_t>(hi - lo)));
     }
+  }
+  if (std::any_of(run.members.begin(), run.members.end(), [](const Analysis* a) { return a->growth.steps > 0; })) {
+    out += "\ngrowth across optimizer steps by rank (live bytes rising at each of the last step ends)\n";
+    for (const Analysis* a : run.members)
+      out += fmt::format("  {:>4} {:>8}  {}\n", rank_label(*a), a->trace.header.pid, growth_line(*a));
   }
   if (run.busiest >= 0) {
     const Analysis& b = *run.members[static_cast<size_t>(run.busiest)];

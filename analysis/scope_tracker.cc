@@ -191,6 +191,20 @@ StringId ScopeTracker::latest_open_range() const {
   return latest;
 }
 
+StringId ScopeTracker::closing_range(const Event& e) const {
+  if (e.kind == EventKind::kRangePop) {
+    if (e.thread >= threads_.size()) return {};
+    const ThreadStack& stack = threads_[e.thread];
+    if (stack.overflow > 0 || stack.frames.empty()) return {};
+    return stack.frames.back().name;
+  }
+  if (e.kind == EventKind::kRangeEnd) {
+    for (auto it = open_ranges_.rbegin(); it != open_ranges_.rend(); ++it)
+      if (it->id == e.address) return it->name;
+  }
+  return {};
+}
+
 ScopeTracker::Update ScopeTracker::on_event(const Event& e, uint64_t ordinal, const TraceMeta& meta) {
   switch (e.kind) {
     case EventKind::kRangePush: return push(e, ordinal, meta);

@@ -89,6 +89,10 @@ class ScopeTracker {
   }
   // The range opened last among those open now, on any thread or process-wide.
   StringId latest_open_range() const;
+  // The name of the range a pop or end event closes, before on_event applies
+  // it (a pop's own name may be 0); empty for any other event, or when it
+  // closes nothing this tracker follows.
+  StringId closing_range(const Event& e) const;
   int32_t current_wave() const { return open_waves_.empty() ? -1 : open_waves_.back(); }
   // Waves open now, oldest first (almost always zero or one).
   const std::vector<int32_t>& open_waves() const { return open_waves_; }

@@ -32,11 +32,13 @@ uint64_t bench_events() {
 // A LoRA-like pattern: 8 threads, each with a range per "layer" that changes
 // every few thousand events, and a working set of a few thousand live blocks
 // so frees hit addresses allocated long before (hash table, not a stack).
+// With `steps`, an optimizer/step range every 64 K alloc/free pairs (about 60
+// in 4 M events): the second read then also measures growth across steps.
 class BenchTrace {
  public:
-  BenchTrace() {
+  explicit BenchTrace(bool steps = false) {
     const char* keep = std::getenv("PEAKSCOPE_BENCH_TRACE");
-    keep_ = keep && *keep;
+    keep_ = keep && *keep && !steps;
     path_ = keep_ ? std::string(keep)
                   : (std::filesystem::temp_directory_path() / ("psc_bench_" + std::to_string(::getpid()) + ".pstrace"))
                         .string();
@@ -54,6 +56,10 @@ class BenchTrace {
       rng ^= rng << 13;
       rng ^= rng >> 7;
       rng ^= rng << 17;
+      if (steps && i % 65536 == 65535) {
+        t.push(0, "optimizer/step");
+        t.pop(0);
+      }
       const uint64_t slot = rng % kWorkingSet;
       const uint64_t address = 0x7f0000000000ull + (static_cast<uint64_t>(thread) << 32) + slot * 512;
       if (live_[thread][slot]) t.free(thread, address);
@@ -81,6 +87,11 @@ class BenchTrace {
 
 const BenchTrace& bench_trace() {
   static const BenchTrace trace;
+  return trace;
+}
+
+const BenchTrace& bench_trace_with_steps() {
+  static const BenchTrace trace(/*steps=*/true);
   return trace;
 }
 
@@ -119,6 +130,20 @@ void BM_AnalysisTwoPasses(benchmark::State& state) {
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AnalysisTwoPasses)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same with optimizer steps: the cost of growth across steps
+// (analysis/step_growth.h), which a trace without step ranges does not pay.
+void BM_AnalysisTwoPassesWithSteps(benchmark::State& state) {
+  const BenchTrace& trace = bench_trace_with_steps();
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const Analysis a = analyze_trace(trace.path());
+    benchmark::DoNotOptimize(a.growth.steps);
+    events += a.trace.status.events;
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AnalysisTwoPassesWithSteps)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // What `peakscope report` does per trace, the figure `make bench` prints as
 // the analysis' throughput: both reads, the breakdowns and liveness'

@@ -137,7 +137,8 @@ class WorkloadRunTest(unittest.TestCase):
         self.assertIn("annotations: none", child.stdout)
 
     def test_bad_arguments_exit_2(self):
-        for bad in (["--tokens", "x"], ["--tokens", "1,8"], ["--steps", "0"]):
+        for bad in (["--tokens", "x"], ["--tokens", "1,8"], ["--steps", "0"], ["--leak-bytes", "-4"],
+                    ["--leak-bytes", "6"]):
             with contextlib.redirect_stderr(io.StringIO()) as stderr, self.assertRaises(SystemExit) as exit:
                 lora_step.parse_arguments(bad)
             self.assertEqual(exit.exception.code, 2)

@@ -8,6 +8,8 @@ the default sizes a short wave's peak is the adapter gradients (it sits at
 layer 0, when every layer's gradient exists) and a long wave's peak is the
 saved layer boundaries (it sits at the top layer, when all of them are live).
 Waves whose token count has not run before are cold, repeats are warm.
+With --leak-bytes N each step also keeps one more tensor of N bytes, made in
+a `train/leaky_cache` range: a leak for `peakscope report`'s growth section.
 
 Run it under the recorder:
     build/peakscope record --host -o lora.pstrace -- /usr/bin/python3 workloads/torch/lora_step.py
@@ -49,10 +51,15 @@ def parse_arguments(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-annotate", action="store_true",
                         help="run without peakscope ranges (to compare)")
+    parser.add_argument("--leak-bytes", type=int, default=0,
+                        help="keep one more tensor of this many bytes every step, made in a "
+                             "train/leaky_cache range (a planted leak; default 0: none)")
     arguments = parser.parse_args(argv)
     arguments.tokens = parse_tokens(parser, arguments.tokens)
     if arguments.steps < 1:
         parser.error("--steps must be at least 1")
+    if arguments.leak_bytes < 0 or arguments.leak_bytes % FLOAT_BYTES:
+        parser.error(f"--leak-bytes must be a non-negative multiple of {FLOAT_BYTES}")
     return arguments
 
 
@@ -89,6 +96,7 @@ def run(arguments, out=sys.stdout):
         annotations.append(peakscope.annotate_optimizer(optimizer))
     seen = set()
     waves = []
+    leaked = []  # --leak-bytes: one more tensor every step, never freed
     started = time.perf_counter()
     for step in range(arguments.steps):
         for index, tokens in enumerate(arguments.tokens):
@@ -102,6 +110,9 @@ def run(arguments, out=sys.stdout):
             waves.append((step, tokens, cold, index == 0, float(loss),
                           time.perf_counter() - wave_started))
             del loss
+        if arguments.leak_bytes:
+            with peakscope.range("train/leaky_cache"):
+                leaked.append(torch.ones(arguments.leak_bytes // FLOAT_BYTES))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     elapsed = time.perf_counter() - started
