@@ -43,8 +43,8 @@ SyntheticTrace::Memory device_memory() { return SyntheticTrace::Memory{}; }
 
 struct Loop {
   int steps = 3;
-  uint64_t leak = 0;      // bytes kept per step in train/leaky_cache
-  int leak_from = 1;      // the first step that leaks
+  uint64_t leak = 0;  // bytes kept per step in train/leaky_cache
+  int leak_from = 1;  // the first step that leaks
   SyntheticTrace::Memory how = device_memory();
   bool optimizer = true;  // optimizer/step and optimizer/zero_grad ranges
   // A block made once in this step's forward and kept (a lazily built cache); 0 for none.
@@ -338,7 +338,8 @@ TEST(StepGrowth, TextAndJsonNameTheGrowingRange) {
   const Analysis a = analyze_loop(loop);
   const std::string text = render_analysis_text(a);
   const size_t waves = text.find("\nwaves (peak is absolute");
-  const size_t section = text.find("\ngrowth across optimizer steps: live at the end of each `optimizer/step` (4 steps)");
+  const size_t section =
+      text.find("\ngrowth across optimizer steps: live at the end of each `optimizer/step` (4 steps)");
   ASSERT_NE(waves, std::string::npos) << text;
   ASSERT_NE(section, std::string::npos) << text;
   EXPECT_LT(waves, section);
