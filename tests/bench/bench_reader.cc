@@ -133,7 +133,7 @@ BENCHMARK(BM_AnalysisTwoPasses)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same with optimizer steps: the cost of growth across steps
 // (analysis/step_growth.h), which a trace without step ranges does not pay.
-void BM_AnalysisTwoPassesWithSteps(benchmark::State& state) {
+void BM_StepsAnalysisTwoPasses(benchmark::State& state) {
   const BenchTrace& trace = bench_trace_with_steps();
   uint64_t events = 0;
   for (auto _ : state) {
@@ -143,7 +143,7 @@ void BM_AnalysisTwoPassesWithSteps(benchmark::State& state) {
   }
   state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AnalysisTwoPassesWithSteps)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StepsAnalysisTwoPasses)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // What `peakscope report` does per trace, the figure `make bench` prints as
 // the analysis' throughput: both reads, the breakdowns and liveness'
