@@ -10,11 +10,14 @@
 // The rule: a range is growing when its live bytes at the step ends rose at
 // each of the last K of them, K = min(steps - 1, 3): two step ends suffice
 // (one block leaked per step is found when the second step ends), three
-// rises in a row are needed once there are four or more. Memory made once and
-// kept (weights, optimizer state made in the first step) rises at most once
-// and is not flagged from the third step end on; memory made and freed within
-// each step (activations, gradients freed by zero_grad(set_to_none=True))
-// never rises from one step end to the next. Bytes per step are the rise over
+// rises in a row are needed once there are four or more. Memory made by the
+// end of the first step and kept (weights, optimizer state) never rises; memory
+// made once later (a lazily built cache) rises at one step end only, so it is
+// flagged only when made in the second of exactly two steps; memory made and
+// freed within each step (activations, gradients freed by
+// zero_grad(set_to_none=True)) never rises from one step end to the next. A
+// step ends at its range's end, before a zero_grad that follows it: gradients
+// still live then count, the same at every step. Bytes per step are the rise over
 // the whole run of rises that ends at the last step end, divided by its
 // length. A leak that skips a step (one block every other step) has no
 // such run and is not flagged.
