@@ -46,8 +46,8 @@ namespace psc::cli {
 namespace {
 
 struct TopOptions {
-  std::string trace;                  // top TRACE
-  std::vector<std::string> command;   // top -- CMD ARGS...
+  std::string trace;                 // top TRACE
+  std::vector<std::string> command;  // top -- CMD ARGS...
   std::string output = "peakscope.pstrace";
   bool force = false;
   bool host = false;
@@ -65,9 +65,8 @@ struct TopOptions {
   args.flag({"--force"}, &o.force);
   args.flag({"--host"}, &o.host);
   args.option({"--calibration"}, &o.calibration);
-  args.option({"--budget"}, [&](const std::string& name, const std::string& value) {
-    o.budget = parse_bytes(name, value);
-  });
+  args.option({"--budget"},
+              [&](const std::string& name, const std::string& value) { o.budget = parse_bytes(name, value); });
   args.option({"--interval"}, [&](const std::string& name, const std::string& value) {
     char* end = nullptr;
     const double s = std::strtod(value.c_str(), &end);
@@ -207,8 +206,8 @@ WaveText wave_text(const LiveWave& w, const Pricer& pricer) {
   if (!w.ended) {
     t.line += "  (running)";
   } else if (const std::optional<int64_t> price = pricer.price(w, &why)) {
-    const double error = w.measured_bytes() ? static_cast<double>(*price) / static_cast<double>(w.measured_bytes()) - 1
-                                            : 0.0;
+    const double error =
+        w.measured_bytes() ? static_cast<double>(*price) / static_cast<double>(w.measured_bytes()) - 1 : 0.0;
     t.over_price = static_cast<uint64_t>(*price) < w.measured_bytes();
     t.line += fmt::format(" {:>12} {:>+8.2f}%{}", mib(static_cast<uint64_t>(*price)), error * 100,
                           t.over_price ? "  PEAK OVER ITS PRICE" : "");
@@ -225,16 +224,14 @@ std::vector<std::string> screen_lines(const std::string& path, const FollowStatu
   std::vector<std::string> out;
   const TraceMeta& meta = view.meta();
   const size_t host_length = strnlen(meta.header.hostname, sizeof meta.header.hostname);
-  out.push_back(fmt::format("peakscope top  {}  pid {} on {}  {}{}", path, meta.header.pid,
-                            std::string(meta.header.hostname, host_length), follow_state_name(follow.state),
-                            follow.state == FollowStatus::State::kWaiting && !follow.reason.empty()
-                                ? " (" + follow.reason + ")"
-                                : ""));
-  out.push_back(fmt::format("events {} ({:.0f}/s), {} of the file read, {} level{}", grouped(s.events),
-                            events_per_s, mib(follow.bytes), memory_level_name(s.level),
-                            s.deferred_left_out ? fmt::format("; {} CUPTI-only events left to `report`",
-                                                              grouped(s.deferred_left_out))
-                                                : ""));
+  out.push_back(fmt::format(
+      "peakscope top  {}  pid {} on {}  {}{}", path, meta.header.pid, std::string(meta.header.hostname, host_length),
+      follow_state_name(follow.state),
+      follow.state == FollowStatus::State::kWaiting && !follow.reason.empty() ? " (" + follow.reason + ")" : ""));
+  out.push_back(fmt::format(
+      "events {} ({:.0f}/s), {} of the file read, {} level{}", grouped(s.events), events_per_s, mib(follow.bytes),
+      memory_level_name(s.level),
+      s.deferred_left_out ? fmt::format("; {} CUPTI-only events left to `report`", grouped(s.deferred_left_out)) : ""));
   out.push_back(fmt::format("live now   {} in {} allocations", mib(s.live_bytes), grouped(s.live_allocations)));
   out.push_back(fmt::format("peak       {} ({} bytes) at {}{}", mib(s.peak_bytes), s.peak_bytes,
                             seconds(s.peak_time_ns, s.first_time_ns),
@@ -255,8 +252,8 @@ std::vector<std::string> screen_lines(const std::string& path, const FollowStatu
     out.push_back(final ? "open ranges: none" : "open ranges: none now");
   } else {
     for (const LiveSnapshot::OpenRange& r : s.open_ranges)
-      out.push_back(fmt::format("thread {}{}: {}", r.thread, r.thread_name.empty() ? "" : " (" + r.thread_name + ")",
-                                r.range));
+      out.push_back(
+          fmt::format("thread {}{}: {}", r.thread, r.thread_name.empty() ? "" : " (" + r.thread_name + ")", r.range));
   }
   out.push_back("");
   out.push_back(fmt::format("waves ({} so far; peak is absolute, measured = peak - baseline{})", s.waves.size(),
@@ -351,12 +348,12 @@ class LinePrinter {
       std::printf("%s\n", t.line.c_str());
     }
     if (s.live_bytes != last_live_ || s.peak_bytes != last_peak_) {
-      std::printf("%s\n", fmt::format("[{}] live {} in {} allocations, peak {}{}; {} events, {}",
-                                      seconds(s.last_time_ns, s.first_time_ns), mib(s.live_bytes),
-                                      grouped(s.live_allocations), mib(s.peak_bytes),
-                                      s.peak_range.empty() ? "" : " in " + s.peak_range, grouped(s.events),
-                                      follow_state_name(follow.state))
-                              .c_str());
+      std::printf("%s\n",
+                  fmt::format("[{}] live {} in {} allocations, peak {}{}; {} events, {}",
+                              seconds(s.last_time_ns, s.first_time_ns), mib(s.live_bytes), grouped(s.live_allocations),
+                              mib(s.peak_bytes), s.peak_range.empty() ? "" : " in " + s.peak_range, grouped(s.events),
+                              follow_state_name(follow.state))
+                      .c_str());
       last_live_ = s.live_bytes;
       last_peak_ = s.peak_bytes;
     }

@@ -45,8 +45,7 @@ PreloadSearch find_preload_library() {
 }
 
 std::string preload_not_found(const PreloadSearch& search) {
-  if (search.from_environment)
-    return std::string(kPreloadEnv) + "=" + search.tried.front() + ": no such readable file";
+  if (search.from_environment) return std::string(kPreloadEnv) + "=" + search.tried.front() + ": no such readable file";
   std::string tried;
   for (const std::string& path : search.tried) tried += (tried.empty() ? "" : ", ") + path;
   return std::string("cannot find ") + kPreloadLibraryName + " (looked at " + tried + "; set " + kPreloadEnv + ")";
@@ -91,8 +90,8 @@ ElfSymbols::ElfSymbols(const std::string& path) : path_(path) {
       if (sym.st_shndx == SHN_UNDEF || (binding != STB_GLOBAL && binding != STB_WEAK)) continue;
       if (sym.st_name >= strings.sh_size || strings.sh_offset + sym.st_name >= bytes_.size()) continue;
       const char* name = bytes_.data() + strings.sh_offset + sym.st_name;
-      const size_t room = std::min<uint64_t>(strings.sh_size - sym.st_name, bytes_.size() - strings.sh_offset -
-                                                                                sym.st_name);
+      const size_t room =
+          std::min<uint64_t>(strings.sh_size - sym.st_name, bytes_.size() - strings.sh_offset - sym.st_name);
       symbols_.push_back(Symbol{std::string(name, strnlen(name, room)), sym.st_value, sym.st_size, sym.st_shndx});
     }
   }

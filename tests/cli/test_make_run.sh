@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make run` prints after the build (tools/run-default): the whole loop
-# on the embedded LoRA step in at most 82 lines, the peak's answer in the
+# on the embedded LoRA step in at most 80 lines, the peak's answer in the
 # report's first 15 lines, no under-estimate on the waves it did not see, an
 # admitted wave, the viewer files written, and nothing growing across its two
 # optimizer steps.
@@ -23,7 +23,7 @@ if ! OUT="$TMP/out" BUILD="$BUILD" tools/run-default >"$TMP/run.txt" 2>&1; then
   tail -n 20 "$TMP/run.txt"
 fi
 lines=$(wc -l <"$TMP/run.txt")
-[ "$lines" -le 82 ] && pass || fail "$lines lines of output, more than 82"
+[ "$lines" -le 80 ] && pass || fail "$lines lines of output, more than 80"
 # The report starts at its "== 2. report" line; its peak line within 15 lines.
 peak_line=$(awk '/^== 2\. report/ { start = NR } start && /^peak / { print NR - start; exit }' "$TMP/run.txt")
 [ -n "$peak_line" ] && [ "$peak_line" -le 15 ] && pass || fail "the peak is not in the report's first 15 lines (${peak_line:-absent})"
