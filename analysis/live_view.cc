@@ -2,15 +2,32 @@
 
 namespace psc {
 
-LiveView::LiveView(const RangeParser& parser) : pass_(parser), ranges_(parser) {}
+LiveView::LiveView(const RangeParser& parser) : pass_(parser), ranges_(parser), parser_(parser) {}
 
 void LiveView::on_begin(const TraceMeta& meta) {
   meta_ = meta;
   pass_.on_begin(meta);
 }
 
+// Waves in the order the scope numbers them (each push or start of a `wave`
+// range), and whether an optimizer step began before each since the wave
+// before it.
+void LiveView::note_steps_and_waves(const Event* events, size_t count, const TraceMeta& meta) {
+  for (size_t i = 0; i < count; ++i) {
+    const Event& e = events[i];
+    if (e.kind != EventKind::kRangePush && e.kind != EventKind::kRangeStart) continue;
+    if (ranges_.lookup(e.name, meta).phase == Phase::kWave) {
+      after_a_wave_.push_back(!step_began_);
+      step_began_ = false;
+    } else if (e.name.value < meta.strings.size() && parser_.ends_step(meta.string(e.name))) {
+      step_began_ = true;
+    }
+  }
+}
+
 void LiveView::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   meta_ = meta;
+  note_steps_and_waves(events, count, meta);
   size_t deferred = 0;
   for (size_t i = 0; i < count; ++i) deferred += (events[i].flags & kFlagDeferred) != 0;
   if (deferred == 0) {
@@ -69,6 +86,7 @@ LiveSnapshot LiveView::snapshot() const {
     w.index = spans[i].index;
     w.payload = spans[i].payload;
     w.ended = spans[i].ended;
+    w.after_a_wave_of_its_step = i < after_a_wave_.size() && after_a_wave_[i];
     w.baseline_bytes = level.waves[i].baseline_bytes;
     w.peak_bytes = level.waves[i].peak.bytes;
     if (level.waves[i].peak.reached) w.peak_range = std::string(meta_.string(level.waves[i].peak.range));

@@ -25,6 +25,9 @@ struct LiveWave {
   int32_t index = 0;
   WavePayload payload;
   bool ended = false;
+  // No optimizer step began since the wave before it: a later wave of
+  // gradient accumulation, whose gradients already exist.
+  bool after_a_wave_of_its_step = false;
   uint64_t baseline_bytes = 0;
   uint64_t peak_bytes = 0;  // absolute
   std::string peak_range;   // where its peak was reached ("" when it never grew)
@@ -73,7 +76,12 @@ class LiveView : public TraceVisitor {
   PeakPass pass_;
   mutable RangeTable ranges_;
   TraceMeta meta_;
+  void note_steps_and_waves(const Event* events, size_t count, const TraceMeta& meta);
+
+  const RangeParser& parser_;
   std::vector<Event> kept_;  // a batch without its deferred events
+  bool step_began_ = true;   // since the last wave began (the trace's start counts)
+  std::vector<bool> after_a_wave_;
   uint64_t deferred_ = 0;
   bool ended_ = false;
   ReadStatus end_status_;

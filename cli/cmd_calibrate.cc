@@ -3,6 +3,8 @@
 // Fits the pricing model's liveness terms per model from traced waves
 // (estimator/calibration.h) and writes them, with their fit residuals, as JSON.
 // Prints what it measured per wave, so a poor fit can be traced to its wave.
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/live_view.h"
 #include "cli/args.h"
 #include "cli/command_table.h"
 #include "cli/commands.h"
@@ -21,6 +24,8 @@
 #include "estimator/calibration.h"
 #include "estimator/liveness.h"
 #include "estimator/margin.h"
+#include "exchange/export_output.h"
+#include "traces/reader.h"
 
 namespace psc::cli {
 namespace {
@@ -31,6 +36,8 @@ struct CalibrateOptions {
   double safety = 1.1;
   bool flat_safety = false;  // --safety given: no derived margin
   bool allow_host_floor = false;
+  bool follow = false;  // --follow: recalibrate as the trace's waves end
+  double interval_s = 1.0;
 };
 
 // False for -h: the usage is printed.
@@ -42,9 +49,14 @@ struct CalibrateOptions {
     o.flat_safety = true;
   });
   args.flag({"--allow-host-floor"}, &o.allow_host_floor);
+  args.flag({"--follow"}, &o.follow);
+  args.option({"--interval"}, [&](const std::string& name, const std::string& value) {
+    o.interval_s = parse_number(name, value, 0.05, 600.0, "a number of seconds from 0.05 to 600");
+  });
   args.positionals(&o.traces);
   if (!args.parse(argc, argv)) return false;
   if (o.traces.empty()) args.fail("no trace given");
+  if (o.follow && o.traces.size() != 1) args.fail("--follow follows one trace");
   o.traces = expand_trace_folders(o.traces);  // a run's folder: every rank's trace
   if (o.out.empty()) args.fail("no output given (-o CAL.json)");
   return true;
@@ -134,11 +146,140 @@ void print_margin(const Calibration& c) {
   for (const std::string& line : m.evidence) fmt::print("  {}\n", line);
 }
 
+// The calibration of `traces` with its margin; `warnings` (host floors
+// accepted) go into it. Throws CalibrationError when the waves cannot make one.
+Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions& o, bool quiet) {
+  std::vector<std::string> warnings;
+  for (Liveness& t : traces)
+    if (const size_t n = drop_unfinished_waves(&t); n > 0) {
+      const std::string note = fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
+                                           t.path, n, n == 1 ? "" : "s");
+      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
+      warnings.push_back(note);
+    }
+  for (const Liveness& t : traces) {
+    const std::string problem = host_floor_problem(t);
+    if (problem.empty()) continue;
+    if (!o.allow_host_floor) throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
+    if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
+    warnings.push_back(problem);
+  }
+  // A CalibrationError reaches main, which prints it like any bad input.
+  Calibration calibration = calibrate(traces, o.safety);
+  calibration.warnings = warnings;
+  if (!o.flat_safety) {
+    if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
+    calibration.margin = derive_margin(traces, calibration);
+    if (!quiet) progress_done();
+  } else {
+    calibration.margin.evidence.push_back(
+        fmt::format("not derived: calibrate --safety {} asked for the flat factor", o.safety));
+  }
+  return calibration;
+}
+
+std::string calibration_text(const Calibration& calibration) {
+  return calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) + "\n";
+}
+
+// Written beside and renamed over: a reader (a trainer's admission loop)
+// sees the old calibration or the new one, never half of one.
+void write_atomically(const std::string& path, const std::string& text) {
+  try {
+    OutputFile out(path);
+    out.write(text);
+    out.commit();
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string summary_line(const Calibration& calibration, const std::string& out) {
+  return fmt::format(
+      "calibration: {} waves, {} layers; workspace {:.1f} + {:.1f}/token (+{}), input gradient {:.1f} + {:.1f}/token "
+      "(+{}), output {:.1f} + {:.1f}/token (+{}); first execution {} bytes over {} cold/warm pairs; priced at "
+      "{} -> {}",
+      calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
+      calibration.workspace.margin_bytes, calibration.input_gradient.intercept, calibration.input_gradient.per_token,
+      calibration.input_gradient.margin_bytes, calibration.output.intercept, calibration.output.per_token,
+      calibration.output.margin_bytes, calibration.first_execution_bytes, calibration.first_execution_pairs,
+      calibration.moments ? "the worst moment" : "the sum of maxima", out);
+}
+
+// What the waves so far leave the calibration without: what a trainer's
+// admission should not trust yet.
+std::vector<std::string> still_lacking(const Calibration& c) {
+  std::vector<std::string> lacking;
+  if (c.workspace.sizes < 3)
+    lacking.push_back(
+        fmt::format("{} token count{} of waves (three or more let each term choose its growth; until "
+                    "then prices take the conservative growth)",
+                    c.workspace.sizes, c.workspace.sizes == 1 ? "" : "s"));
+  if (c.first_execution_pairs == 0)
+    lacking.push_back("a cold wave and a warm wave of one shape (no first-execution allowance measured yet)");
+  if (!c.moments) lacking.push_back("a wave of one gradient group (prices charge the sum of the terms' maxima)");
+  return lacking;
+}
+
+// calibrate --follow: recalibrate from the trace each time waves have ended
+// since the last calibration, rewrite the file when the calibration changed,
+// until the recorder closes the trace. The last one is `calibrate`'s of the
+// whole trace, byte for byte: the same function over the same bytes.
+int follow_and_calibrate(const CalibrateOptions& o) {
+  const std::string& path = o.traces.front();
+  TraceFollower follower(path);
+  LiveView view;
+  size_t calibrated_waves = 0;
+  std::string written;
+  std::string last_problem;
+  std::fprintf(stderr, "peakscope calibrate: following %s; %s is rewritten as waves end\n", path.c_str(),
+               o.out.c_str());
+  for (;;) {
+    const FollowStatus follow = follower.poll(view);
+    const LiveSnapshot now = view.snapshot();
+    size_t ended = 0;
+    for (const LiveWave& w : now.waves) ended += w.ended;
+    if (ended > calibrated_waves || (follow.over() && ended != calibrated_waves) ||
+        (follow.over() && written.empty())) {
+      calibrated_waves = ended;
+      try {
+        std::vector<Liveness> traces;
+        traces.push_back(analyze_liveness(path));
+        const Calibration calibration = calibrate_from(traces, o, true);
+        const std::string text = calibration_text(calibration);
+        if (text != written) {
+          write_atomically(o.out, text);
+          written = text;
+          std::printf("after %zu wave%s: %s\n", ended, ended == 1 ? "" : "s", summary_line(calibration, o.out).c_str());
+          for (const std::string& l : still_lacking(calibration)) std::printf("  still lacking: %s\n", l.c_str());
+          std::fflush(stdout);
+        }
+        last_problem.clear();
+      } catch (const std::exception& e) {
+        if (e.what() != last_problem) {
+          std::printf("after %zu wave%s: no calibration yet: %s\n", ended, ended == 1 ? "" : "s", e.what());
+          std::fflush(stdout);
+          last_problem = e.what();
+        }
+      }
+    }
+    if (follow.over()) {
+      std::printf("%s: %s\n", path.c_str(), follow_state_name(follow.state));
+      if (written.empty())
+        throw UsageError(fmt::format("{}: the trace ended without a calibration: {}", path,
+                                     last_problem.empty() ? "no wave" : last_problem));
+      return kExitOk;
+    }
+    usleep(static_cast<useconds_t>(o.interval_s * 1e6));
+  }
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
   CalibrateOptions o;
   if (!parse(argc, argv, o)) return kExitOk;
+  if (o.follow) return follow_and_calibrate(o);
   // Every trace side by side (common/parallel.h); their waves printed in order.
   const unsigned threads = trace_threads(o.traces.size());
   if (threads > 1) progress_stage(fmt::format("reading {} traces, {} at a time", o.traces.size(), threads), 0);
@@ -146,30 +287,12 @@ int cmd_calibrate(int argc, char** argv) {
       o.traces.size(), threads, [&](size_t i) { return analyze_liveness(o.traces[i]); },
       [](size_t) { progress_advance(1); });
   progress_done();
-  std::vector<std::string> warnings;
-  for (const Liveness& t : traces) {
-    const std::string problem = host_floor_problem(t);
-    if (problem.empty()) continue;
-    if (!o.allow_host_floor) throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
-    std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
-    warnings.push_back(problem);
-  }
+  for (const Liveness& t : traces)
+    if (const std::string problem = host_floor_problem(t); !problem.empty() && !o.allow_host_floor)
+      throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
   for (const Liveness& t : traces) print_waves(t);
-  // A CalibrationError reaches main, which prints it like any bad input.
-  Calibration calibration = calibrate(traces, o.safety);
-  calibration.warnings = warnings;
-  if (!o.flat_safety) {
-    progress_stage("deriving the margin: each size left out in turn", 0);
-    calibration.margin = derive_margin(traces, calibration);
-    progress_done();
-  } else {
-    calibration.margin.evidence.push_back(
-        fmt::format("not derived: calibrate --safety {} asked for the flat factor", o.safety));
-  }
-  std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
-  out << calibration_to_json(calibration).dump(2, ' ', false, CalibrationJson::error_handler_t::replace) << '\n';
-  out.flush();
-  if (!out) throw UsageError(fmt::format("{}: cannot write: {}", o.out, std::strerror(errno)));
+  const Calibration calibration = calibrate_from(traces, o, false);
+  write_atomically(o.out, calibration_text(calibration));
   print_fits(calibration);
   print_margin(calibration);
   if (calibration.workspace_after_gradient) {
@@ -179,17 +302,7 @@ int cmd_calibrate(int argc, char** argv) {
   } else {
     std::printf("workspace left once a layer's own gradients exist: not measured (no wave made gradients)\n");
   }
-  std::printf(
-      "calibration: %zu waves, %d layers; workspace %.1f + %.1f/token (+%llu), input gradient %.1f + %.1f/token "
-      "(+%llu), output %.1f + %.1f/token (+%llu); first execution %llu bytes over %zu cold/warm pairs; priced at "
-      "%s -> %s\n",
-      calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
-      static_cast<unsigned long long>(calibration.workspace.margin_bytes), calibration.input_gradient.intercept,
-      calibration.input_gradient.per_token, static_cast<unsigned long long>(calibration.input_gradient.margin_bytes),
-      calibration.output.intercept, calibration.output.per_token,
-      static_cast<unsigned long long>(calibration.output.margin_bytes),
-      static_cast<unsigned long long>(calibration.first_execution_bytes), calibration.first_execution_pairs,
-      calibration.moments ? "the worst moment" : "the sum of maxima", o.out.c_str());
+  std::printf("%s\n", summary_line(calibration, o.out).c_str());
   return kExitOk;
 }
 

@@ -140,12 +140,14 @@ struct Pricer {
 
   // The raw price of a wave as its payload describes it: its tokens in one
   // sequence (never below a packed wave's price), its groups as equal
-  // parts, its gradients pending. `check` prices it exactly afterwards.
+  // parts, its gradients pending unless a wave ran before it in its step.
+  // `check` prices it exactly afterwards.
   std::optional<int64_t> price(const LiveWave& w, std::string* why) const {
     if (!calibration || !w.payload.tokens || *w.payload.tokens <= 0) return std::nullopt;
     WaveRequest request;
     request.tokens = *w.payload.tokens;
     request.cold = w.payload.cold.value_or(false);
+    request.gradients_exist = w.after_a_wave_of_its_step;
     const int64_t groups = w.payload.groups.value_or(1);
     if (groups > 1) {
       // Slots the calibration does not know are charged its largest gradients.

@@ -867,6 +867,22 @@ void apply_category_changes(const std::vector<CategoryChange>& changes, Analysis
   for (WaveReport& w : analysis->waves) apply_at(changes, w.peak.site.ordinal, &w.peak.live);
 }
 
+size_t drop_unfinished_waves(Liveness* liveness) {
+  std::vector<WaveLiveness>& waves = liveness->waves;
+  const std::vector<WaveReport>& reports = liveness->analysis.waves;
+  size_t kept = waves.size();
+  while (kept > 0) {
+    const size_t i = kept - 1;
+    if (i < reports.size() && reports[i].span.ended) break;
+    --kept;
+  }
+  const size_t dropped = waves.size() - kept;
+  waves.resize(kept);
+  for (WaveLiveness& w : waves)
+    if (w.warm_twin >= static_cast<int32_t>(kept)) w.warm_twin = -1;
+  return dropped;
+}
+
 Analysis analyze_report(const std::string& path, const AnalysisOptions& options) {
   LivenessOptions what;
   what.categories_only = true;

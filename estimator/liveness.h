@@ -195,6 +195,12 @@ struct LivenessOptions {
 Liveness analyze_liveness(const std::string& path, const AnalysisOptions& options = {},
                           const LivenessOptions& what = {});
 
+// Removes the waves the trace stops inside (a process killed mid-wave, a
+// trace still being written): their figures are partial, a calibration must
+// not learn from them. Only those at the end go (waves are numbered by
+// position, and a cold wave's warm twin by its number); returns how many.
+size_t drop_unfinished_waves(Liveness* liveness);
+
 // The breakdowns of `analysis` (the peak's, each wave's) with the changes
 // applied: what `peakscope report` prints, in the categories liveness uses.
 void apply_category_changes(const std::vector<CategoryChange>& changes, Analysis* analysis);

@@ -39,6 +39,16 @@ MESSAGE_BYTES = 4096
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def _file_key(path):
+    """What says a file was rewritten: its modification time, size and inode (a rename
+    over it gives a new inode); None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 class CalibrationError(ValueError):
     """A calibration file or a request the estimator refuses; the message names the field."""
 
@@ -176,16 +186,41 @@ class Calibration:
         self._slots_key = None     # the last slots given, as a tuple
         self._sequences = None     # keeps the last ctypes array alive
 
+    _file_key = None  # the file as it was read: (mtime, size, inode), for reload()
+
     @classmethod
     def load(cls, path, library=None):
         """Reads a calibration written by `peakscope calibrate`. Raises CalibrationError
         naming the file and the field (unreadable, not JSON, a field missing or wrong)."""
         lib = _load_library(library)
+        key = _file_key(path)  # before the read: a rewrite during it is read again by reload()
         error = ctypes.create_string_buffer(MESSAGE_BYTES)
         handle = lib.psc_calibration_load(os.fsencode(path), error, MESSAGE_BYTES)
         if not handle:
             raise CalibrationError(error.value.decode("utf-8", "replace"))
-        return cls(lib, handle, os.fspath(path))
+        calibration = cls(lib, handle, os.fspath(path))
+        calibration._file_key = key
+        return calibration
+
+    def reload(self):
+        """Reads the file again if it changed since it was read (`peakscope calibrate
+        --follow` rewrites it, whole, as a run's waves end); returns True when it did.
+        A trainer's admission loop calls it before pricing its next wave. When the new
+        file cannot be read, CalibrationError is raised and the calibration read before
+        stays in use."""
+        key = _file_key(self.path)
+        if key is not None and key == self._file_key:
+            return False
+        error = ctypes.create_string_buffer(MESSAGE_BYTES)
+        handle = self._lib.psc_calibration_load(os.fsencode(self.path), error, MESSAGE_BYTES)
+        if not handle:
+            raise CalibrationError(error.value.decode("utf-8", "replace"))
+        with self._lock:
+            old, self._handle = self._handle, handle
+            self._file_key = key
+        if old is not None and old.value:
+            self._lib.psc_calibration_free(old)
+        return True
 
     def close(self):
         with self._lock:

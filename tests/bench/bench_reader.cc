@@ -1,6 +1,8 @@
 // Reader and analysis throughput on a synthetic trace of a few million
 // alloc/free events (written once with the same encoder the recorder uses).
-// Targets: read_trace with a trivial visitor over 20 M events/s.
+// Targets: read_trace with a trivial visitor over 20 M events/s; `top`'s
+// follower feeding the live view over 5 M events/s (BM_FollowLiveView: the
+// same trace followed from its start to its end mark, then a snapshot).
 //
 //   build/benchmarks --benchmark_filter='Reader|Analysis'
 //   PEAKSCOPE_BENCH_EVENTS=8000000 build/benchmarks ...   (default 4 M events)
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "analysis/analysis.h"
+#include "analysis/live_view.h"
 #include "estimator/liveness.h"
 #include "exchange/export_model.h"
 #include "tests/support/synthetic_trace.h"
@@ -118,6 +121,23 @@ void BM_ReaderTrivialVisitor(benchmark::State& state) {
   state.counters["events"] = static_cast<double>(trace.events());
 }
 BENCHMARK(BM_ReaderTrivialVisitor)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_FollowLiveView(benchmark::State& state) {
+  const BenchTrace& trace = bench_trace();
+  uint64_t events = 0;
+  for (auto _ : state) {
+    TraceFollower follower(trace.path());
+    LiveView view;
+    uint64_t polls = 0;
+    while (!follower.poll(view).over()) ++polls;
+    const LiveSnapshot s = view.snapshot();
+    benchmark::DoNotOptimize(s.peak_bytes);
+    benchmark::DoNotOptimize(polls);
+    events += follower.status().events;
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FollowLiveView)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_AnalysisTwoPasses(benchmark::State& state) {
   const BenchTrace& trace = bench_trace();

@@ -3,7 +3,8 @@
 # "Install"): the tree installs into a staging root (DESTDIR) under PREFIX=/usr;
 # the installed programs then run from a folder outside the repository with an
 # environment that names nothing of it (PATH, LD_LIBRARY_PATH and PYTHONPATH
-# point into the staging root only), and:
+# point into the staging root only) and, where a mount namespace is allowed,
+# with the build folder gone (an empty tmpfs mounted over it), and:
 #   - `peakscope --version` names the trace and calibration formats, and the
 #     installed recorder library beside it;
 #   - `peakscope record` preloads the installed recorder library (from its own
@@ -45,10 +46,21 @@ check() {  # check NAME CONDITION-STATUS [FILE]: one line, and FILE's head when 
 
 # The installed programs, run in $WORK with nothing of the repository in reach
 # but what the command line names.
+# Where a mount namespace is allowed (root, or unprivileged namespaces), the
+# build folder itself is gone for them: an empty tmpfs is mounted over it.
+BUILD_ABS="$(realpath "$BUILD_REL")"
+HIDE=()
+if /usr/bin/unshare -m /bin/sh -c 'mount -t tmpfs peakscope-hidden "$0"' "$BUILD_ABS" 2>"$TMP/unshare.err"; then
+  HIDE=(/usr/bin/unshare -m /bin/sh -c 'mount -t tmpfs peakscope-hidden "$0" && exec "$@"' "$BUILD_ABS")
+  echo "ok install: the build folder is hidden from the installed programs (an empty mount over it)"
+else
+  echo "ok install: build folder hidden # skip: no mount namespace here ($(head -n 1 "$TMP/unshare.err"));" \
+    "the environment alone keeps it out of reach"
+fi
 installed() {
   (cd "$WORK" && env -i HOME="$WORK" PATH="$ROOT/usr/bin:/usr/bin:/bin" LD_LIBRARY_PATH="$ROOT/usr/lib" \
     PYTHONDONTWRITEBYTECODE=1 PKG_CONFIG_PATH="$ROOT/usr/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$ROOT" \
-    PKG_CONFIG_LIBDIR="$ROOT/usr/lib/pkgconfig" "$@")
+    PKG_CONFIG_LIBDIR="$ROOT/usr/lib/pkgconfig" "${HIDE[@]}" "$@")
 }
 
 make -s --no-print-directory install BUILD="$BUILD_REL" DESTDIR="$ROOT" PREFIX=/usr >"$TMP/install.log" 2>&1

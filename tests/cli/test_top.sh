@@ -6,8 +6,7 @@
 # it and the command goes on), and refuses bad input with exit 2.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD="${PSC_BUILD_DIR:-build}"
-PEAKSCOPE="$PWD/$BUILD/peakscope"
+PEAKSCOPE="$(realpath "${PSC_BUILD_DIR:-build}")/peakscope"
 REPO="$PWD"
 TMP="$(mktemp -d)"
 trap 'tmux kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -103,7 +102,46 @@ else
   echo "test_top.sh: screen checks skipped: tmux is not installed"
 fi
 
-# 4. Bad input: exit 2 with one line saying why.
+# 4. calibrate --follow: rewrites the calibration as waves end, never from a
+#    wave still running, and ends with calibrate's own file, byte for byte; a
+#    Python Calibration loaded early reloads the rewritten file.
+"$PEAKSCOPE" record --host -o "$TMP/cal-run.pstrace" -- "${STEP[@]}" >/dev/null 2>&1 &
+recorder=$!
+/usr/bin/python3 - "$PEAKSCOPE" "$TMP" "$REPO" <<'PY' >"$TMP/follow.txt" 2>&1
+import os, subprocess, sys, time
+peakscope, tmp, repo = sys.argv[1:4]
+sys.path.insert(0, os.path.join(repo, "python"))
+import peakscope as ps
+follow = subprocess.Popen([peakscope, "calibrate", "--follow", f"{tmp}/cal-run.pstrace", "-o", f"{tmp}/followed.json",
+                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+cal = None
+while cal is None and follow.poll() is None:
+    try:
+        cal = ps.Calibration.load(f"{tmp}/followed.json")
+    except ps.CalibrationError:
+        time.sleep(0.05)
+first = cal.price(tokens=128).raw_bytes if cal else None
+out, _ = follow.communicate()
+print(out)
+print("exit", follow.returncode)
+if cal is not None:
+    print("reloaded", cal.reload(), "again", cal.reload())
+    fresh = ps.Calibration.load(f"{tmp}/followed.json")
+    print("same price after reload", cal.price(tokens=128).raw_bytes == fresh.price(tokens=128).raw_bytes)
+PY
+wait "$recorder"
+"$PEAKSCOPE" calibrate "$TMP/cal-run.pstrace" -o "$TMP/post.json" >/dev/null 2>&1
+expect 'grep -q "^exit 0" "$TMP/follow.txt"' "calibrate --follow failed: $(tail -n 3 "$TMP/follow.txt")"
+expect 'cmp -s "$TMP/followed.json" "$TMP/post.json"' "the followed calibration differs from calibrate's"
+expect '[ "$(grep -c "^after [0-9]* waves*: calibration:" "$TMP/follow.txt")" -ge 2 ]' "the calibration was not rewritten as waves ended"
+# "after N waves: calibration: M waves": never a wave that had not ended.
+expect '! grep -E "^after ([0-9]+) waves?: calibration: ([0-9]+) waves" "$TMP/follow.txt" | awk "{ if (\$5 + 0 > \$2 + 0) bad = 1 } END { exit !bad }"' \
+  "a calibration learnt from a wave still running"
+expect 'grep -q "still lacking: a cold wave and a warm wave" "$TMP/follow.txt"' "no line said what the early waves lack"
+expect 'grep -q "^reloaded True again False" "$TMP/follow.txt"' "Calibration.reload() did not read the rewritten file once"
+expect 'grep -q "^same price after reload True" "$TMP/follow.txt"' "a reloaded calibration prices differently from a fresh load"
+
+# 5. Bad input: exit 2 with one line saying why.
 "$PEAKSCOPE" top >"$TMP/bad.txt" 2>&1
 status=$?
 expect '[ $status -eq 2 ] && grep -q "no trace to follow" "$TMP/bad.txt"' "top without a trace or command"
