@@ -27,7 +27,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -340,17 +343,19 @@ class LinePrinter {
  public:
   LinePrinter(const TopOptions& o, const Pricer& pricer) : options_(o), pricer_(pricer) {}
 
-  void update(const LiveSnapshot& s, const FollowStatus& follow) {
+  // `label`: the trace's path, when several are followed (prefixes each line).
+  void update(const LiveSnapshot& s, const FollowStatus& follow, const std::string& label = {}) {
+    const std::string prefix = label.empty() ? std::string() : "[" + label + "] ";
     if (!header_) {
-      std::printf("%s\n", wave_header(pricer_).c_str());
+      std::printf("%s%s\n", prefix.c_str(), wave_header(pricer_).c_str());
       header_ = true;
     }
     for (; printed_waves_ < s.waves.size() && s.waves[printed_waves_].ended; ++printed_waves_) {
       const WaveText t = wave_text(s.waves[printed_waves_], pricer_);
-      std::printf("%s\n", t.line.c_str());
+      std::printf("%s%s\n", prefix.c_str(), t.line.c_str());
     }
     if (s.live_bytes != last_live_ || s.peak_bytes != last_peak_) {
-      std::printf("%s\n",
+      std::printf("%s%s\n", prefix.c_str(),
                   fmt::format("[{}] live {} in {} allocations, peak {}{}; {} events, {}",
                               seconds(s.last_time_ns, s.first_time_ns), mib(s.live_bytes), grouped(s.live_allocations),
                               mib(s.peak_bytes), s.peak_range.empty() ? "" : " in " + s.peak_range, grouped(s.events),
@@ -381,6 +386,73 @@ std::string admitted_line(const Calibration& calibration, int64_t budget) {
   }
 }
 
+// One trace followed: a process of the run.
+struct Member {
+  explicit Member(std::string p) : path(std::move(p)), follower(path) {}
+  std::string path;
+  TraceFollower follower;
+  LiveView view;
+  FollowStatus status;
+  LiveSnapshot snapshot;
+  std::unique_ptr<LinePrinter> lines;
+  int rank() const { return view.meta().header.rank; }
+};
+
+// The traces to follow now: the one named; a folder's .pstrace files; for a
+// command top records, its trace and those `record` writes beside it for
+// its children and ranks (<stem>.*.pstrace), as they appear.
+std::vector<std::string> discover(const std::string& path, bool folder, bool siblings) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  std::error_code ec;
+  if (folder) {
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".pstrace" && e.is_regular_file(ec)) found.push_back(e.path().string());
+  } else {
+    found.push_back(path);
+    if (siblings) {
+      const fs::path main(path);
+      const std::string stem = main.stem().string() + ".";
+      const fs::path dir = main.has_parent_path() ? main.parent_path() : fs::path(".");
+      for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (e.path().extension() == ".pstrace" && name.rfind(stem, 0) == 0 && e.is_regular_file(ec))
+          found.push_back(main.has_parent_path() ? e.path().string() : name);
+      }
+    }
+  }
+  std::sort(found.begin() + (folder ? 0 : 1), found.end());
+  return found;
+}
+
+std::string rank_text(int rank) { return rank >= 0 ? std::to_string(rank) : "-"; }
+
+// Every member of a run, the busiest (the highest peak so far) first, then
+// the busiest one's own view.
+std::vector<std::string> run_lines(const std::string& where, std::vector<Member*> members, const TopOptions& o,
+                                   const Pricer& pricer, bool final) {
+  std::sort(members.begin(), members.end(),
+            [](const Member* a, const Member* b) { return a->snapshot.peak_bytes > b->snapshot.peak_bytes; });
+  std::vector<std::string> out;
+  out.push_back(fmt::format("peakscope top  {}  {} traces, the busiest first", where, members.size()));
+  out.push_back(fmt::format("  {:>4} {:<16} {:>8} {:>12} {:>12} {:>6}  {:<36}  {}", "rank", "host", "pid", "live now",
+                            "peak", "waves", "state", "trace"));
+  for (const Member* m : members) {
+    const TraceMeta& meta = m->view.meta();
+    const size_t host_length = strnlen(meta.header.hostname, sizeof meta.header.hostname);
+    out.push_back(fmt::format("  {:>4} {:<16} {:>8} {:>12} {:>12} {:>6}  {:<36}  {}", rank_text(m->rank()),
+                              std::string(meta.header.hostname, host_length).substr(0, 16), meta.header.pid,
+                              mib(m->snapshot.live_bytes), mib(m->snapshot.peak_bytes), m->snapshot.waves.size(),
+                              follow_state_name(m->status.state), m->path));
+  }
+  out.push_back("");
+  const Member* busiest = members.front();
+  for (const std::string& l :
+       screen_lines(busiest->path, busiest->status, busiest->view, busiest->snapshot, o, pricer, 0, final))
+    out.push_back(l);
+  return out;
+}
+
 }  // namespace
 
 int cmd_top(int argc, char** argv) {
@@ -398,6 +470,8 @@ int cmd_top(int argc, char** argv) {
 
   pid_t child = 0;
   std::string path = o.trace;
+  std::error_code ec;
+  const bool folder = !o.trace.empty() && std::filesystem::is_directory(o.trace, ec);
   if (!o.command.empty()) {
     path = o.output;
     const std::string log = o.output + ".log";
@@ -410,63 +484,92 @@ int cmd_top(int argc, char** argv) {
   const bool screen = want_screen(o);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  TraceFollower follower(path);
-  LiveView view;
-  Pricer& p = pricer;
-  LinePrinter lines(o, p);
+  std::vector<std::unique_ptr<Member>> members;
+  std::set<std::string> known;
   int child_status = -1;
   std::vector<std::string> last_screen;
+  auto all_members = [&] {
+    std::vector<Member*> all;
+    for (auto& m : members) all.push_back(m.get());
+    return all;
+  };
+  // One line of the run's members in line mode: each one's lines carry its trace.
+  const bool several_possible = folder || child > 0;
   {
     Terminal terminal(screen);
     uint64_t last_events = 0;
     auto last_tick = std::chrono::steady_clock::now();
     double rate = 0;
     for (;;) {
+      bool writers_done = false;
       if (child > 0 && child_status < 0) {
         int status = 0;
-        if (waitpid(child, &status, WNOHANG) == child) {
-          child_status = status;
-          follower.writer_ended();
-        }
+        if (waitpid(child, &status, WNOHANG) == child) child_status = status;
       }
-      const FollowStatus follow = follower.poll(view);
+      writers_done = child > 0 && child_status >= 0;
+      for (const std::string& p : discover(path, folder, child > 0))
+        if (known.insert(p).second) {
+          members.push_back(std::make_unique<Member>(p));
+          members.back()->lines = std::make_unique<LinePrinter>(o, pricer);
+        }
+      bool all_over = !members.empty();
+      uint64_t events = 0;
+      for (auto& m : members) {
+        if (writers_done) m->follower.writer_ended();
+        m->status = m->follower.poll(m->view);
+        m->snapshot = m->view.snapshot();
+        all_over = all_over && m->status.over();
+        events += m->status.events;
+      }
       const auto now = std::chrono::steady_clock::now();
       const double dt = std::chrono::duration<double>(now - last_tick).count();
       if (dt > 0.2) {
-        rate = static_cast<double>(follow.events - last_events) / dt;
-        last_events = follow.events;
+        rate = static_cast<double>(events - last_events) / dt;
+        last_events = events;
         last_tick = now;
       }
-      const LiveSnapshot s = view.snapshot();
-      if (screen) {
-        last_screen = screen_lines(path, follow, view, s, o, pricer, rate, follow.over());
+      const bool several = members.size() > 1;
+      if (screen && !members.empty()) {
+        last_screen = several ? run_lines(path, all_members(), o, pricer, all_over)
+                              : screen_lines(path, members.front()->status, members.front()->view,
+                                             members.front()->snapshot, o, pricer, rate, all_over);
         terminal.draw(last_screen);
-      } else if (follow.state != FollowStatus::State::kWaiting) {
-        lines.update(s, follow);
+      } else if (!screen) {
+        for (auto& m : members)
+          if (m->status.state != FollowStatus::State::kWaiting)
+            m->lines->update(m->snapshot, m->status, several_possible ? m->path : std::string());
       }
-      if (follow.over() || g_stop) break;
+      // A folder is followed until every trace in it has ended; a command,
+      // until it has ended too (its ranks may start late).
+      if ((all_over && (child == 0 || writers_done)) || g_stop) break;
       if (screen ? terminal.wait_for_quit(o.interval_s) : (usleep(static_cast<useconds_t>(o.interval_s * 1e6)), false))
         break;
     }
   }
-  const FollowStatus& follow = follower.status();
+  bool all_over = !members.empty();
+  for (auto& m : members) all_over = all_over && m->status.over();
   // The last figures, in full: on the normal screen again, or after the lines.
   if (!screen) {
     std::printf("\n");
-    last_screen = screen_lines(path, follow, view, view.snapshot(), o, pricer, 0, follow.over());
+    if (members.size() > 1)
+      last_screen = run_lines(path, all_members(), o, pricer, all_over);
+    else if (!members.empty())
+      last_screen = screen_lines(path, members.front()->status, members.front()->view, members.front()->view.snapshot(),
+                                 o, pricer, 0, all_over);
   }
   for (const std::string& l : last_screen) std::printf("%s\n", l.c_str());
-  if (follow.over()) {
-    std::printf("%s\n", fmt::format("trace {}: {}{}", path, follow_state_name(follow.state),
-                                    follow.reason.empty() ? "" : " (" + follow.reason + ")")
-                            .c_str());
-  } else {
-    std::printf("%s\n", fmt::format("stopped following {} at {} events{}", path, grouped(follow.events),
-                                    child > 0 && child_status < 0
-                                        ? fmt::format("; the command goes on (peakscope record, pid {})", child)
-                                        : "")
-                            .c_str());
+  for (auto& m : members) {
+    const FollowStatus& follow = m->status;
+    if (follow.over())
+      std::printf("%s\n", fmt::format("trace {}: {}{}", m->path, follow_state_name(follow.state),
+                                      follow.reason.empty() ? "" : " (" + follow.reason + ")")
+                              .c_str());
+    else
+      std::printf("%s\n", fmt::format("stopped following {} at {} events", m->path, grouped(follow.events)).c_str());
   }
+  if (members.empty()) std::printf("%s\n", fmt::format("no trace appeared at {}", path).c_str());
+  if (child > 0 && child_status < 0)
+    std::printf("%s\n", fmt::format("the command goes on (peakscope record, pid {})", child).c_str());
   std::fflush(stdout);
   if (child > 0 && child_status >= 0)
     return WIFEXITED(child_status) ? WEXITSTATUS(child_status) : 128 + WTERMSIG(child_status);

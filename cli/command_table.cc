@@ -43,7 +43,7 @@ std::vector<CommandSpec> make_table() {
        "",
        cmd_report},
       {"top",
-       {"top TRACE [--calibration CAL.json [--budget BYTES]] [--interval S] [--waves N] [--lines]",
+       {"top TRACE | DIR [--calibration CAL.json [--budget BYTES]] [--interval S] [--waves N] [--lines]",
         "top [-o PATH] [--force] [--host] [--calibration CAL.json [--budget BYTES]] [--lines] -- CMD ARGS..."},
        "a live view of a trace being written: live bytes now, the peak so far, where, the last waves and "
        "their prices",
@@ -61,7 +61,8 @@ std::vector<CommandSpec> make_table() {
            {{"--lines"}, "", "a line per wave and per change instead of a screen (also on a dumb terminal or a pipe)"},
        },
        "Follows until the recorder closes the trace or its process ends; q or Ctrl-C stops following (a command "
-       "top started goes on). The final figures are `report`'s.",
+       "top started goes on). A folder, or a command that starts ranks (torchrun), is followed trace by trace as "
+       "each appears, the busiest first. The final figures are `report`'s.",
        cmd_top},
       {"export",
        {"export TRACE... | DIR --format FMT -o OUT [--run ID] [--calibration CAL.json] [--nvtxt-time-base BASE] "

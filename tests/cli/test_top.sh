@@ -141,7 +141,42 @@ expect 'grep -q "still lacking: a cold wave and a warm wave" "$TMP/follow.txt"' 
 expect 'grep -q "^reloaded True again False" "$TMP/follow.txt"' "Calibration.reload() did not read the rewritten file once"
 expect 'grep -q "^same price after reload True" "$TMP/follow.txt"' "a reloaded calibration prices differently from a fresh load"
 
-# 5. Bad input: exit 2 with one line saying why.
+# 5. A distributed run under the real torchrun: top -- CMD follows every
+#    rank's trace as it appears (and the agent's), the busiest first, and
+#    each rank's peak is the run report's.
+TORCHRUN=$(command -v torchrun || true)
+if [ -n "$TORCHRUN" ] && /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  mkdir -p "$TMP/ranks"
+  (cd "$TMP/ranks" && "$PEAKSCOPE" top --lines --host -o run.pstrace --interval 0.2 -- "$TORCHRUN" --redirects 1 --tee 1 \
+    --nproc_per_node 2 "$REPO/workloads/torch/ddp_lora.py" --tokens 128,256 --layers 4 >top.txt 2>&1)
+  status=$?
+  expect '[ $status -eq 0 ]' "top -- torchrun exited $status: $(tail -n 3 "$TMP/ranks/top.txt")"
+  expect 'grep -q "3 traces, the busiest first" "$TMP/ranks/top.txt"' "top did not follow the agent and both ranks"
+  "$PEAKSCOPE" report "$TMP/ranks" --json >"$TMP/ranks/report.json" 2>/dev/null
+  /usr/bin/python3 - "$TMP/ranks/report.json" "$TMP/ranks/top.txt" <<'PY' >"$TMP/ranks/compare.txt" 2>&1
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+table = text[text.rindex("traces, the busiest first"):]
+# Rows: rank, host, pid, live now, peak (each a number and a unit), waves.
+rows = re.findall(r"^ +(\d+) +\S+ +\d+ +\S+ \S+ +\S+ \S+ +\d+ ", table, re.M)
+top_ranks = [int(r) for r in rows]
+members = {m["rank"]: m for m in report["run"]["members"] if m["rank"] is not None and m["rank"] >= 0}
+busiest_first = sorted(members, key=lambda r: -members[r]["peak_bytes"])
+exact = re.search(r"^peak .*\((\d+) bytes\)", table, re.M)
+print("top ranks", top_ranks, "report's busiest first", busiest_first,
+      "busiest peak", exact and exact.group(1), [members[r]["peak_bytes"] for r in busiest_first])
+ok = (top_ranks == busiest_first and sorted(top_ranks) == [0, 1] and exact is not None
+      and int(exact.group(1)) == members[busiest_first[0]]["peak_bytes"])
+sys.exit(0 if ok else 1)
+PY
+  compared=$?
+  expect '[ $compared -eq 0 ]' "the ranks in top's table: $(cat "$TMP/ranks/compare.txt")"
+else
+  echo "test_top.sh: torchrun checks skipped: no torchrun, or torch has no gloo backend"
+fi
+
+# 6. Bad input: exit 2 with one line saying why.
 "$PEAKSCOPE" top >"$TMP/bad.txt" 2>&1
 status=$?
 expect '[ $status -eq 2 ] && grep -q "no trace to follow" "$TMP/bad.txt"' "top without a trace or command"
