@@ -1,5 +1,6 @@
 #include "exchange/perfetto/perfetto_packets.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace psc::perfetto {
@@ -44,33 +45,123 @@ void Interning::add(uint32_t table, uint64_t iid, std::string_view name) {
   pending_.message(table, entry_);
 }
 
-void PacketBundles::flush() {
-  if (pending_.empty()) return;
-  const std::string& packets = pending_.data();
-  const size_t bound = deflateBound(&stream_, packets.size());
-  if (compressed_.size() < bound) compressed_.resize(bound);
-  stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packets.data()));
-  stream_.avail_in = static_cast<uInt>(packets.size());
-  stream_.next_out = reinterpret_cast<Bytef*>(compressed_.data());
-  stream_.avail_out = static_cast<uInt>(compressed_.size());
-  // One call with room for deflateBound bytes always ends the stream.
-  if (deflate(&stream_, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
-  const size_t size = compressed_.size() - stream_.avail_out;
-  deflateReset(&stream_);
-  pending_.clear();
-  write_outer(size);
+PacketBundles::PacketBundles(OutputFile& out) : out_(out) {
+  const unsigned processors = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = std::clamp(processors - 1, 1u, kMaxThreads);
+  max_in_flight_ = threads + 2;  // a bundle per thread, one being written, one waiting
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
 }
 
-void PacketBundles::write_outer(size_t size) {
+PacketBundles::~PacketBundles() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+// One deflate stream per thread, reset for each bundle: each bundle is a
+// stream of its own, as the tracing service writes them.
+void PacketBundles::work() {
+  z_stream stream{};
+  const bool ready = deflateInit(&stream, kLevel) == Z_OK;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stop_ || !todo_.empty(); });
+    if (stop_) break;
+    Job* job = todo_.front();
+    todo_.pop_front();
+    lock.unlock();
+    try {
+      if (!ready) throw std::runtime_error("zlib: deflateInit failed");
+      const size_t bound = deflateBound(&stream, job->packets.size());
+      if (job->compressed.size() < bound) job->compressed.resize(bound);
+      stream.next_in = reinterpret_cast<Bytef*>(job->packets.data());
+      stream.avail_in = static_cast<uInt>(job->packets.size());
+      stream.next_out = reinterpret_cast<Bytef*>(job->compressed.data());
+      stream.avail_out = static_cast<uInt>(job->compressed.size());
+      // One call with room for deflateBound bytes always ends the stream.
+      if (deflate(&stream, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
+      job->size = job->compressed.size() - stream.avail_out;
+      deflateReset(&stream);
+    } catch (...) {
+      job->error = std::current_exception();
+    }
+    lock.lock();
+    job->done = true;
+    job_done_.notify_all();
+  }
+  if (ready) deflateEnd(&stream);
+}
+
+void PacketBundles::flush() {
+  if (!pending_.empty()) {
+    std::unique_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!spare_.empty()) {
+        job = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    if (!job) job = std::make_unique<Job>();
+    job->packets.clear();
+    pending_.swap_data(job->packets);
+    job->done = false;
+    job->error = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      todo_.push_back(job.get());
+      line_.push_back(std::move(job));
+    }
+    work_ready_.notify_one();
+  }
+  write_done(false);
+}
+
+void PacketBundles::finish() {
+  flush();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (line_.empty()) return;
+    }
+    write_done(true);
+  }
+}
+
+void PacketBundles::write_done(bool wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (line_.empty()) return;
+    // The line is full: the packets being made wait for the oldest bundle.
+    const bool must = wait || line_.size() >= max_in_flight_;
+    if (!line_.front()->done) {
+      if (!must) return;
+      job_done_.wait(lock, [&] { return line_.front()->done; });
+    }
+    std::unique_ptr<Job> job = std::move(line_.front());
+    line_.pop_front();
+    lock.unlock();
+    if (job->error) std::rethrow_exception(job->error);
+    write_outer(*job);
+    lock.lock();
+    spare_.push_back(std::move(job));
+    wait = false;  // the one waited for is written; the rest as they are
+  }
+}
+
+void PacketBundles::write_outer(const Job& job) {
   field_.clear();
   field_.key(packet::kCompressedPackets, proto::kWireBytes);
-  field_.raw_varint(size);
+  field_.raw_varint(job.size);
   outer_.clear();
   outer_.key(trace::kPacket, proto::kWireBytes);
-  outer_.raw_varint(field_.size() + size);
+  outer_.raw_varint(field_.size() + job.size);
   out_.write(outer_.data());
   out_.write(field_.data());
-  out_.write(compressed_.data(), size);
+  out_.write(job.compressed.data(), job.size);
 }
 
 }  // namespace psc::perfetto

@@ -4,6 +4,12 @@
 #pragma once
 
 #include <zlib.h>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <cstddef>
 #include <cstdint>
@@ -110,10 +116,14 @@ class PacketBundles {
   // 60% smaller than the packets.
   static constexpr int kLevel = 1;
 
-  explicit PacketBundles(OutputFile& out) : out_(out) {
-    if (deflateInit(&stream_, kLevel) != Z_OK) throw std::runtime_error("zlib: deflateInit failed");
-  }
-  ~PacketBundles() { deflateEnd(&stream_); }
+  // Bundles deflate on threads of their own while the packets of the next
+  // ones are made (each bundle is a stream of its own: they deflate side by
+  // side); they are written to `out` in order, on the calling thread, as
+  // each is done. At most kMaxThreads threads, one fewer than the
+  // processors (at least one).
+  static constexpr unsigned kMaxThreads = 4;
+  explicit PacketBundles(OutputFile& out);
+  ~PacketBundles();  // stops the threads; bundles not yet written are dropped (finish() writes them)
   PacketBundles(const PacketBundles&) = delete;
   PacketBundles& operator=(const PacketBundles&) = delete;
 
@@ -124,19 +134,40 @@ class PacketBundles {
     pending_.message(trace::kPacket, packet);
   }
 
-  // Deflates the pending packets into one outer packet.
+  // Hands the pending packets to be deflated into one outer packet, and
+  // writes the bundles deflated so far.
   void flush();
+  // flush(), then waits for every bundle and writes it: the file is whole.
+  void finish();
 
  private:
-  // Trace.packet { compressed_packets: the first `size` bytes of compressed_ },
-  // its headers written before the bytes instead of copying them into a Buffer.
-  void write_outer(size_t size);
+  struct Job {
+    std::string packets;
+    std::string compressed;  // deflateBound(kBundleBytes), grown for a bigger lone packet
+    size_t size = 0;         // of compressed
+    bool done = false;
+    std::exception_ptr error;
+  };
+  void work();
+  // Writes the finished bundles at the head of the line; with `wait`, the
+  // head's too, waiting for it.
+  void write_done(bool wait);
+  // Trace.packet { compressed_packets: the job's bytes }, its headers written
+  // before the bytes instead of copying them into a Buffer.
+  void write_outer(const Job& job);
 
   OutputFile& out_;
-  z_stream stream_{};
-  proto::Buffer pending_;   // framed packets, up to kBundleBytes
-  std::string compressed_;  // deflateBound(kBundleBytes), grown for a bigger lone packet
+  proto::Buffer pending_;  // framed packets, up to kBundleBytes
   proto::Buffer outer_, field_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable job_done_;
+  std::deque<std::unique_ptr<Job>> line_;  // handed over, in file order
+  std::deque<Job*> todo_;                  // of those, not yet taken by a thread
+  std::vector<std::unique_ptr<Job>> spare_;
+  std::vector<std::thread> threads_;
+  size_t max_in_flight_ = 2;
+  bool stop_ = false;
 };
 
 }  // namespace psc::perfetto

@@ -24,6 +24,8 @@ class Buffer {
   bool empty() const { return data_.empty(); }
   size_t size() const { return data_.size(); }
   const std::string& data() const { return data_; }
+  // Trades the bytes for `other`'s (a buffer handed to another thread and back).
+  void swap_data(std::string& other) { data_.swap(other); }
 
   void raw_varint(uint64_t v) {
     char tmp[10];
