@@ -24,25 +24,14 @@
 # Each prints "ok NAME" / "not ok NAME" (or "skip NAME: why").
 #
 #   tests/cli/test_install.sh     installs from ${PSC_BUILD_DIR:-build}
-set -u
-cd "$(dirname "$0")/../.."
-BUILD_REL="$(realpath --relative-to=. "${PSC_BUILD_DIR:-build}")"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+SUBJECT=install
+. "$(dirname "$0")/lib.sh"
+BUILD_REL="$(realpath --relative-to=. "$BUILD")"
 ROOT="$TMP/root"
 WORK="$TMP/work"
 mkdir -p "$WORK"
 status=0
 
-check() {  # check NAME CONDITION-STATUS [FILE]: one line, and FILE's head when it failed
-  if [ "$2" = 0 ]; then
-    echo "ok install: $1"
-  else
-    echo "not ok install: $1"
-    [ -n "${3:-}" ] && [ -f "$3" ] && sed 's/^/    /' "$3" | head -n 12
-    status=1
-  fi
-}
 
 # The installed programs, run in $WORK with nothing of the repository in reach
 # but what the command line names.

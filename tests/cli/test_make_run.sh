@@ -4,37 +4,32 @@
 # report's first 15 lines, no under-estimate on the waves it did not see, an
 # admitted wave, the viewer files written, and nothing growing across its two
 # optimizer steps.
-set -u
-cd "$(dirname "$0")/../.."
-BUILD="${PSC_BUILD_DIR:-build}"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-checks=0
-failures=0
-pass() { checks=$((checks + 1)); }
-fail() { failures=$((failures + 1)); echo "FAIL: make run: $1"; }
+SUBJECT="make run"
+. "$(dirname "$0")/lib.sh"
+need_torch
 
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  echo "test_make_run.sh: skipped: torch is not importable (make deps-torch)"
-  exit 0
-fi
-if ! OUT="$TMP/out" BUILD="$BUILD" tools/run-default >"$TMP/run.txt" 2>&1; then
-  fail "tools/run-default failed:"
-  tail -n 20 "$TMP/run.txt"
-fi
+OUT="$TMP/out" BUILD="$BUILD" tools/run-default >"$TMP/run.txt" 2>&1
+check "tools/run-default runs the loop" $? "$TMP/run.txt"
 lines=$(wc -l <"$TMP/run.txt")
-[ "$lines" -le 80 ] && pass || fail "$lines lines of output, more than 80"
+[ "$lines" -le 80 ]
+check "its output after the build is at most 80 lines ($lines)" $?
 # The report starts at its "== 2. report" line; its peak line within 15 lines.
 peak_line=$(awk '/^== 2\. report/ { start = NR } start && /^peak / { print NR - start; exit }' "$TMP/run.txt")
-[ -n "$peak_line" ] && [ "$peak_line" -le 15 ] && pass || fail "the peak is not in the report's first 15 lines (${peak_line:-absent})"
-grep -q '^under_estimates 0$' "$TMP/run.txt" && pass || fail "held-out check: under-estimates, or no check"
-grep -qE '^largest wave that fits in 64\.00 MiB: [0-9]+ tokens' "$TMP/run.txt" && pass || fail "no admitted wave"
+[ -n "$peak_line" ] && [ "$peak_line" -le 15 ]
+check "the peak is within the report's first 15 lines (line ${peak_line:-absent})" $?
+grep -q '^under_estimates 0$' "$TMP/run.txt"
+check "the waves it did not calibrate on are never under-estimated" $?
+grep -qE '^largest wave that fits in 64\.00 MiB: [0-9]+ tokens' "$TMP/run.txt"
+check "it admits the largest wave that fits 64 MiB" $?
+missing=""
 for f in default.html default.perfetto-trace default.nvtxt default.report.json default.calibration.json; do
-  [ -s "$TMP/out/$f" ] && pass || fail "$f not written"
+  [ -s "$TMP/out/$f" ] || missing+=" $f"
 done
-grep -qE '^growth across optimizer steps: nothing grows over 2 step ends ' "$TMP/run.txt" && pass ||
-  fail "the report's growth across optimizer steps is missing, or something grows"
+[ -z "$missing" ]
+check "it writes the viewer files, the JSON report and the calibration${missing:+ (missing:$missing)}" $?
+grep -qE '^growth across optimizer steps: nothing grows over 2 step ends ' "$TMP/run.txt"
+check "the report compares its optimizer steps and finds nothing growing" $?
 # Folded layers: one row for the identical layers, one for the layer at the peak.
-grep -qE '^ +0-30 ' "$TMP/run.txt" && pass || fail "identical layer rows are not folded"
-echo "test_make_run.sh: $checks checks passed, $failures failed"
-[ "$failures" -eq 0 ]
+grep -qE '^ +0-30 ' "$TMP/run.txt"
+check "identical layers share one row of the report's layer table" $?
+exit $status

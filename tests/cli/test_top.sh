@@ -3,25 +3,13 @@
 # that `record` is writing (its final peak and each wave's measured peak are
 # report's, to the byte), records a command itself (its exit status passed
 # through), draws its screen in tmux (captured while the step runs, q stops
-# it and the command goes on), and refuses bad input with exit 2.
-set -u
-cd "$(dirname "$0")/../.."
-PEAKSCOPE="$(realpath "${PSC_BUILD_DIR:-build}")/peakscope"
-REPO="$PWD"
-TMP="$(mktemp -d)"
-trap 'tmux kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-checks=0
-failures=0
-pass() { checks=$((checks + 1)); }
-fail() { failures=$((failures + 1)); echo "FAIL: top: $1"; }
-# expect CONDITION WHY: a message with $(...) in it runs before the condition,
-# so conditions read exit statuses saved in variables, never $?.
-expect() { if eval "$1"; then pass; else fail "$2"; fi; }
-
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  echo "test_top.sh: skipped: torch is not importable (make deps-torch)"
-  exit 0
-fi
+# it and the command goes on), follows a 2-rank torchrun run (every rank,
+# the busiest first), checks `calibrate --follow` against `calibrate` and
+# Python's Calibration.reload(), and refuses bad input with exit 2.
+SUBJECT=top
+. "$(dirname "$0")/lib.sh"
+trap 'tmux kill-session -t pstop 2>/dev/null; rm -rf "$TMP"' EXIT
+need_torch
 STEP=(/usr/bin/python3 "$REPO/workloads/torch/lora_step.py" --steps 2 --tokens 32,128 --layers 8)
 
 # 1. Following a trace another process writes: the follow ends with the
@@ -188,5 +176,4 @@ head -c 300 /dev/urandom >"$TMP/noise.pstrace"
 status=$?
 expect '[ $status -eq 2 ] && grep -q "not a peakscope trace" "$TMP/bad.txt"' "a file that is not a trace: $(cat "$TMP/bad.txt")"
 
-echo "test_top.sh: $checks checks passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

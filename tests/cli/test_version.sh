@@ -7,25 +7,12 @@
 # prints "ok NAME" / "not ok NAME".
 #
 #   tests/cli/test_version.sh            uses ${PSC_BUILD_DIR:-build}/peakscope
-#   PEAKSCOPE=path/to/peakscope tests/cli/test_version.sh
-set -u
-cd "$(dirname "$0")/../.."
-PSC="$(realpath "${PEAKSCOPE:-${PSC_BUILD_DIR:-build}/peakscope}")"
+#   PEAKSCOPE_UNDER_TEST=path/to/peakscope tests/cli/test_version.sh
+SUBJECT=version
+. "$(dirname "$0")/lib.sh"
+PSC="$(realpath "${PEAKSCOPE_UNDER_TEST:-$PEAKSCOPE}")"
 BUILD="$(dirname "$PSC")"
 PROGRAM="$BUILD/programs/host_pattern"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-status=0
-
-check() {  # check NAME CONDITION-STATUS [FILE]
-  if [ "$2" = 0 ]; then
-    echo "ok version: $1"
-  else
-    echo "not ok version: $1"
-    [ -n "${3:-}" ] && [ -f "$3" ] && sed 's/^/    /' "$3" | head -n 12
-    status=1
-  fi
-}
 
 "$PSC" --version >"$TMP/version" 2>"$TMP/err"
 rc=$?
