@@ -83,6 +83,8 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {
     plan.forwards.push_back(calibrated_forward(c, w.group_sizes(), w.slots, floor_only, live_at_start));
+    // The order the trainer ran the groups' backwards in, when its payload says.
+    if (w.backward_order.size() == plan.forwards.back().groups.size()) set_backward_order(c, plan, w.backward_order);
     return plan;
   }
   if (one_backward_of_one_slot_set(w)) {

@@ -393,7 +393,33 @@ std::pair<std::vector<WaveSize>, std::vector<std::string>> groups_of(const Calib
   return {sizes, slots};
 }
 
+// The groups' backward order: every group's index once (empty: any order).
+std::vector<int32_t> checked_order(const std::vector<int32_t>& order, size_t groups) {
+  if (order.empty()) return order;
+  if (order.size() != groups)
+    throw PredictError("backward_order",
+                       fmt::format("has {} entries for {} groups: every group's index once", order.size(), groups));
+  std::vector<bool> seen(groups, false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string field = fmt::format("backward_order[{}]", i);
+    if (order[i] < 0 || static_cast<size_t>(order[i]) >= groups)
+      throw PredictError(field, fmt::format("{} is not a group's index (0 to {})", order[i], groups - 1));
+    if (seen[static_cast<size_t>(order[i])]) throw PredictError(field, fmt::format("group {} comes twice", order[i]));
+    seen[static_cast<size_t>(order[i])] = true;
+  }
+  return order;
+}
+
 }  // namespace
+
+void set_backward_order(const Calibration& c, pricing::Plan& plan, const std::vector<int32_t>& order) {
+  pricing::Forward& forward = plan.forwards.back();
+  forward.backward_order = checked_order(order, forward.groups.size());
+  const size_t groups = forward.backward_order.size();
+  if (groups < 2) return;
+  forward.output_bytes += as_bytes((groups - 1) * c.sequence_allowance_bytes);
+  if (!plan.profiled) plan.transient_bytes = as_bytes(static_cast<uint64_t>(plan.transient_bytes) * groups);
+}
 
 Prediction predict(const Calibration& c, const WaveRequest& request) {
   const auto [sizes, slots] = groups_of(c, request);
@@ -403,6 +429,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));
+  set_backward_order(c, p.plan, request.backward_order);
   p.price = pricing::price(p.plan);
   return p;
 }

@@ -210,7 +210,29 @@ class PlanReader {
       group.moments = std::move(parsed.moments);
       group.waiting_bytes = parsed.waiting;
     }
+    if (auto order = value.find("backward_order"); order != value.end())
+      forward.backward_order = backward_order(*order, member(path, "backward_order"), forward.groups.size());
     return forward;
+  }
+
+  // The order the groups' backwards run: every group's index once.
+  std::vector<int32_t> backward_order(const Json& value, const std::string& field, size_t groups) {
+    if (!value.is_array()) fail(field, "must be an array of the groups' indices, in the order their backwards run");
+    if (value.size() != groups)
+      fail(field, fmt::format("has {} entries for {} groups: every group's index once", value.size(), groups));
+    std::vector<int32_t> order;
+    std::vector<bool> seen(groups, false);
+    for (size_t i = 0; i < value.size(); ++i) {
+      const Json& v = value[i];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 ||
+          v.get<std::int64_t>() >= static_cast<std::int64_t>(groups))
+        fail(item(field, i), fmt::format("must be a group's index, 0 to {}", groups - 1));
+      const auto g = static_cast<size_t>(v.get<std::int64_t>());
+      if (seen[g]) fail(item(field, i), fmt::format("group {} comes twice", g));
+      seen[g] = true;
+      order.push_back(static_cast<int32_t>(g));
+    }
+    return order;
   }
 
   std::vector<Forward> children(const Json& root) {
@@ -236,9 +258,9 @@ class PlanReader {
         if (child.contains(key)) fail(member(path, key), "belongs to the whole wave: give it at the top level only");
       }
       if (child.contains("children")) fail(member(path, "children"), "a child cannot itself be split");
-      only_fields(
-          child, path,
-          {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes", "groups"});
+      only_fields(child, path,
+                  {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes",
+                   "groups", "backward_order"});
       out.push_back(forward(child, path));
       for (size_t g = 0; g < out.back().groups.size(); ++g) {
         // Children of one slot set share their gradient tensors: a later
@@ -361,9 +383,10 @@ Plan parse_plan(const Json& json, const std::string& field_prefix) {
   PlanReader reader(field_prefix);
   reader.expect_object(json, "");
   if (json.contains("max_tokens")) reader.fail("max_tokens", "belongs to per-token admission plans (price --budget)");
-  reader.only_fields(json, "",
-                     {"safety_factor", "transient_bytes", "profiled", "output_bytes", "workspace_bytes",
-                      "workspace_after_gradient_bytes", "input_gradient_bytes", "groups", "children"});
+  reader.only_fields(
+      json, "",
+      {"safety_factor", "transient_bytes", "profiled", "output_bytes", "workspace_bytes",
+       "workspace_after_gradient_bytes", "input_gradient_bytes", "groups", "backward_order", "children"});
   Plan plan;
   reader.wave_settings(json, plan.safety_factor, plan.transient_bytes, plan.profiled);
   auto children = json.find("children");

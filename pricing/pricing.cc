@@ -131,35 +131,62 @@ struct ForwardTerms {
 // so one pass suffices (pricing.h, AdapterTerm). Every candidate is
 // non-negative: extra_g >= 0 and every m_h >= 0. The same closed form gives
 // the design's term (no moments, no waiting) and the term without waiting.
-ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool floor_at_net) {
+ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool floor_at_net,
+                           const std::vector<int32_t>& order) {
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
+  std::vector<GroupExcess> excess;
+  excess.reserve(groups.size());
+  for (const Group& group : groups) excess.push_back(group_excess(group, overlap, floor_at_net));
+  // position[g]: when g's backward runs; empty: any order (the worst).
+  std::vector<size_t> position;
+  if (order.size() == groups.size() && !groups.empty()) {
+    position.assign(groups.size(), 0);
+    for (size_t i = 0; i < order.size(); ++i) position[static_cast<size_t>(order[i])] = i;
+  }
   Bytes positive_nets = 0, design_best = 0, plain_best = 0, sum = 0, best = 0;
+  // A known order: what the others hold while g runs, with and without their waiting bytes.
+  auto held_by_others = [&](size_t g, bool waiting) {
+    Bytes held = 0;
+    for (size_t h = 0; h < groups.size(); ++h) {
+      if (h == g) continue;
+      if (position[h] < position[g])
+        held += excess[h].net;  // exact: it ran, its boundaries are gone (below the floor when net < 0)
+      else if (waiting)
+        held += groups[h].waiting_bytes;
+    }
+    return held;
+  };
   for (size_t g = 0; g < groups.size(); ++g) {
-    const GroupExcess excess = group_excess(groups[g], overlap, floor_at_net);
-    if (groups[g].slot && excess.pending_total > 0) terms.slots.push_back(*groups[g].slot);
-    terms.retained += excess.pending_total - excess.net;  // = sum of its boundaries
-    const Bytes positive_net = std::max<Bytes>(0, excess.net);
+    const GroupExcess& e = excess[g];
+    if (groups[g].slot && e.pending_total > 0) terms.slots.push_back(*groups[g].slot);
+    terms.retained += e.pending_total - e.net;  // = sum of its boundaries
+    const Bytes positive_net = std::max<Bytes>(0, e.net);
     const Bytes m = std::max(positive_net, groups[g].waiting_bytes);
-    const Bytes own = excess.extra - m;
+    // Worst order: the others' sum is added once below, so each g's own part
+    // is its extra less what it would hold itself. Known order: the whole.
+    const Bytes own = position.empty() ? e.extra - m : e.extra + held_by_others(g, true);
     if (terms.adapter.peak_group < 0 || own > best) {
       best = own;
       terms.adapter.peak_group = static_cast<int>(g);
-      terms.adapter.peak_layer = excess.peak_layer;
-      terms.adapter.moment = excess.moment;
-      terms.adapter.moment_bytes = excess.moment_bytes;
+      terms.adapter.peak_layer = e.peak_layer;
+      terms.adapter.moment = e.moment;
+      terms.adapter.moment_bytes = e.moment_bytes;
     }
     sum += m;
-    const Bytes design_own = excess.design_extra - positive_net;
-    const Bytes plain_own = excess.extra - positive_net;
+    const Bytes design_own =
+        position.empty() ? e.design_extra - positive_net : e.design_extra + held_by_others(g, false);
+    const Bytes plain_own = position.empty() ? e.extra - positive_net : e.extra + held_by_others(g, false);
     design_best = g == 0 ? design_own : std::max(design_best, design_own);
     plain_best = g == 0 ? plain_own : std::max(plain_best, plain_own);
     positive_nets += positive_net;
   }
   const bool any = terms.adapter.peak_group >= 0;
-  terms.adapter.bytes = any ? best + sum : 0;
-  terms.adapter.design_bytes = any ? design_best + positive_nets : 0;
-  terms.adapter.no_waiting_bytes = any ? plain_best + positive_nets : 0;
+  const Bytes others = position.empty() ? sum : 0;
+  const Bytes others_net = position.empty() ? positive_nets : 0;
+  terms.adapter.bytes = any ? best + others : 0;
+  terms.adapter.design_bytes = any ? design_best + others_net : 0;
+  terms.adapter.no_waiting_bytes = any ? plain_best + others_net : 0;
   // Slots are unique within a validated forward; sort for set comparison.
   std::sort(terms.slots.begin(), terms.slots.end());
   terms.slots.erase(std::unique(terms.slots.begin(), terms.slots.end()), terms.slots.end());
@@ -189,12 +216,12 @@ void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::st
 
 }  // namespace
 
-AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap) {
-  return forward_terms(groups, overlap, false).adapter;
+AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap, const std::vector<int32_t>& backward_order) {
+  return forward_terms(groups, overlap, false, backward_order).adapter;
 }
 
 std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
-  return forward_terms(forward.groups, 0, false).slots;
+  return forward_terms(forward.groups, 0, false, forward.backward_order).slots;
 }
 
 static Bytes overlap_of(const Forward& forward) {
@@ -221,7 +248,8 @@ Price price(const Plan& plan) {
     // workspace) is below the price, which charges the workspace in full
     // beside the adapter term. In a split, the next child's backward may begin
     // in that state with its own workspace: the state is a floor there.
-    ForwardTerms terms = forward_terms(forward.groups, overlap_of(forward), plan.forwards.size() > 1);
+    ForwardTerms terms =
+        forward_terms(forward.groups, overlap_of(forward), plan.forwards.size() > 1, forward.backward_order);
     c.retained += terms.retained;
     adapters.push_back(terms.adapter);
     if (forward.groups.empty()) continue;  // no backward: no adapter term, no peak

@@ -65,6 +65,10 @@ struct Forward {
   // credit, the design's model as written).
   std::optional<Bytes> workspace_after_gradient_bytes;
   std::vector<Group> groups;  // in forward order
+  // The order the groups' backwards run, as indices into `groups`, when the
+  // trainer fixes it (a permutation of them); empty: any order, and the price
+  // is the worst one's. A known order never prices above the worst.
+  std::vector<int32_t> backward_order;
 };
 
 struct Plan {
@@ -128,7 +132,13 @@ struct AdapterTerm {
   Moment moment = Moment::kNone;
   Bytes moment_bytes = 0;
 };
-AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0);
+//
+// With a known backward order, h holds net_h when it ran before g (below the
+// floor when its gradients are smaller than its boundaries), waiting_h when it
+// runs after: adapter = max_g [extra_g + sum_{h before g} net_h + sum_{h after
+// g} waiting_h], never above the worst order's.
+AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0,
+                         const std::vector<int32_t>& backward_order = {});
 
 struct Components {
   Bytes output = 0;

@@ -78,6 +78,7 @@ struct Forward {
   std::int64_t input_gradient = 0;
   std::optional<std::int64_t> workspace_after;
   std::vector<Group> groups;
+  std::vector<int> backward_order;  // the groups' order when the trainer fixes it; empty: every order
 };
 
 struct Wave {
@@ -135,7 +136,13 @@ class Simulation {
       simulate(child_order);
       return;
     }
-    std::vector<int> order(wave_.forwards[child_order[c]].groups.size());
+    const Forward& forward = wave_.forwards[child_order[c]];
+    if (!forward.backward_order.empty()) {  // the one order the trainer runs
+      group_orders_[c] = forward.backward_order;
+      enumerate_group_orders(child_order, c + 1);
+      return;
+    }
+    std::vector<int> order(forward.groups.size());
     std::iota(order.begin(), order.end(), 0);
     do {
       group_orders_[c] = order;

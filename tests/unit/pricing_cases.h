@@ -171,6 +171,7 @@ inline Json forward_json(const oracle::Forward& forward, const Case& c) {
   Json groups = Json::array();
   for (const oracle::Group& g : forward.groups) groups.push_back(group_json(g, g.slot && c.as_parameters.at(*g.slot)));
   out["groups"] = groups;
+  if (!forward.backward_order.empty()) out["backward_order"] = forward.backward_order;
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 
 #include "pricing/plan.h"
@@ -130,6 +131,52 @@ TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
   EXPECT_GT(coverage.moment_mattered, 100);
   EXPECT_GT(coverage.waiting_mattered, 100);
   EXPECT_GT(coverage.net_over_waiting, 50);
+}
+
+// A known backward order prices exactly that order, byte for byte as the
+// brute force simulates it, and never above the worst order.
+TEST(PricingProperty, AKnownBackwardOrderMatchesBruteForceAndNeverPassesTheWorst) {
+  std::mt19937_64 rng(20261202);
+  Coverage coverage;
+  Shape shape;
+  shape.max_groups = 6;
+  int below_worst = 0;
+  for (int i = 0; i < 1500; ++i) {
+    Case c = testing::random_case(rng, shape);
+    if (c.wave.forwards.size() != 1 || c.wave.forwards[0].groups.size() < 2) continue;
+    const Price worst = price(parse_plan(testing::plan_json(c)));
+    std::vector<int>& order = c.wave.forwards[0].backward_order;
+    order.resize(c.wave.forwards[0].groups.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    expect_matches_oracle(c, coverage);
+    if (::testing::Test::HasFatalFailure()) return;
+    const Price known = price(parse_plan(testing::plan_json(c)));
+    ASSERT_LE(known.raw_bytes, worst.raw_bytes) << testing::plan_json(c).dump();
+    below_worst += known.raw_bytes < worst.raw_bytes;
+  }
+  EXPECT_GT(coverage.cases, 500);
+  EXPECT_GT(below_worst, 100);  // the order mattered in many cases
+}
+
+TEST(PricingProperty, ABackwardOrderThatIsNotAPermutationIsRefused) {
+  Json plan = {{"safety_factor", 1.0},
+               {"transient_bytes", 0},
+               {"profiled", false},
+               {"groups", Json::array({Json{{"slot", "a"},
+                                            {"boundary_bytes", {1}},
+                                            {"pending_gradient_bytes", {1}},
+                                            {"outside_gradient_bytes", 0}},
+                                       Json{{"slot", "b"},
+                                            {"boundary_bytes", {1}},
+                                            {"pending_gradient_bytes", {1}},
+                                            {"outside_gradient_bytes", 0}}})}};
+  for (const Json& order : {Json::array({0}), Json::array({0, 0}), Json::array({0, 2}), Json("0,1")}) {
+    plan["backward_order"] = order;
+    EXPECT_THROW(parse_plan(plan), PlanError) << order.dump();
+  }
+  plan["backward_order"] = Json::array({1, 0});
+  EXPECT_EQ(parse_plan(plan).forwards[0].backward_order, (std::vector<int32_t>{1, 0}));
 }
 
 TEST(PricingProperty, SplitWavesMatchBruteForce) {
