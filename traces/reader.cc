@@ -565,6 +565,213 @@ class DecodePool {
   bool stop_ = false;
 };
 
+// Damage seen and not yet followed by a good chunk: at the end of the file
+// it is the tail's (truncated or corrupt); followed by a good chunk, a gap.
+struct Damage {
+  ReadStatus::State state = ReadStatus::State::kComplete;
+  std::string reason;
+  uint64_t offset = 0;
+
+  bool pending() const { return state != ReadStatus::State::kComplete; }
+  // Damage at `where`; the first since the last good chunk is the one that says why.
+  void note(ReadStatus::State found, const std::string& why, uint64_t where) {
+    if (pending()) return;
+    state = found;
+    reason = why + at(where);
+    offset = where;
+  }
+  // A good chunk at `where` after damage: the damage was a gap, counted in the status.
+  void close_gap(uint64_t where, ReadStatus& status) {
+    if (!pending()) return;
+    ++status.gaps;
+    status.gap_bytes += where - offset;
+    if (status.gap_reason.empty()) status.gap_reason = reason;
+    state = ReadStatus::State::kComplete;
+  }
+};
+
+// Which header a file cut before its first chunk ends inside (FileHeader,
+// then RunHeader: header_bytes): the recorder writes both before its first
+// chunk.
+const char* cut_header(const FileHeader& h, uint64_t file_bytes) {
+  const bool in_run_header = h.header_bytes >= sizeof(FileHeader) + sizeof(format::RunHeader) &&
+                             file_bytes < sizeof(FileHeader) + sizeof(format::RunHeader);
+  return in_run_header ? "file ends inside the run header" : "file ends inside the header";
+}
+
+// Another trace appended to this one (ReadStatus) begins at `where`: an
+// error that says what was found there and how to keep the first trace,
+// or, when only the first is wanted, the end of the read.
+void another_trace(const std::string& path, const ReadOptions& options, uint64_t where, const std::string& found,
+                   ReadStatus& status) {
+  if (!options.first_trace_only)
+    throw TraceError(path, where, "another trace begins",
+                     " (" + found + "); to read the first alone: head -c " + std::to_string(where) + " " +
+                         shell_word(path) + " > first.pstrace");
+  status.next_trace_at = where;
+  status.next_trace = "another trace begins" + at(where) + " (" + found + ")";
+  status.file_bytes = where;
+}
+
+// What follows the end mark that closed the trace, at `offset`: whatever it
+// is was appended.
+const char* after_end_mark(const InputFile& file, uint64_t offset) {
+  char magic[sizeof format::kMagic] = {};
+  const bool header = file.read_at(offset, magic, sizeof magic) == sizeof magic &&
+                      std::memcmp(magic, format::kMagic, sizeof magic) == 0;
+  return header ? "a second file header" : "data after the end mark that closed the first";
+}
+
+// What the chunks read so far say about the sequence: the lowest first_seq
+// of a chunk (0: none yet) and the highest seq.
+struct SequenceSeen {
+  uint64_t lowest_first_seq = 0;
+  uint64_t highest_seq = 0;
+
+  // A sequence that starts over: the chunk begins at or below the first
+  // seq read, and more of its events fall below the highest seq read than
+  // the recorder counted as late (events written after a later seq, which
+  // a forced flush can leave; `late_events`: the count so far).
+  bool starts_over(uint64_t first_seq, const DecodedChunk& chunk, uint64_t late_events) const {
+    if (first_seq == 0 || lowest_first_seq == 0 || first_seq > lowest_first_seq || !chunk.count) return false;
+    uint64_t below = 0;
+    uint64_t high = highest_seq;
+    for (size_t i = 0; i < chunk.count; ++i) {
+      if (chunk.events[i].seq < high)
+        ++below;
+      else
+        high = chunk.events[i].seq;
+    }
+    return below > (chunk.meta.has_late ? chunk.meta.late_events : late_events);
+  }
+  // What starts_over found, for the message.
+  std::string restart(uint64_t first_seq) const {
+    return "the sequence starts over: a chunk from seq " + std::to_string(first_seq) + " after seqs up to " +
+           std::to_string(highest_seq) + " were read";
+  }
+  // A chunk read: its header's first_seq and its highest seq.
+  void add(uint64_t first_seq, uint64_t max_seq) {
+    if (first_seq != 0 && (lowest_first_seq == 0 || first_seq < lowest_first_seq)) lowest_first_seq = first_seq;
+    highest_seq = std::max(highest_seq, max_seq);
+  }
+};
+
+// What the probe found at an offset, on its way to the visitor.
+struct Found {
+  uint64_t offset;                // where it was found
+  uint64_t next;                  // where the probe went on: the chunk's end, or the next good chunk after damage
+  DecodedChunk* chunk = nullptr;  // null: damage, or another trace
+  ReadStatus::State state = ReadStatus::State::kComplete;
+  std::string reason;
+  uint64_t first_seq = 0;   // the chunk header's
+  bool next_trace = false;  // a file header: another trace begins here
+};
+
+// The file is probed (chunk headers, payloads and their checksums, the
+// search for the next good chunk after damage) in order on the reading
+// thread, and up to `slots` chunks ahead of the visitor; they decode
+// meanwhile. What the probe finds comes out in file order.
+class ProbeAhead {
+ public:
+  ProbeAhead(const InputFile& file, uint64_t file_bytes, uint64_t from, unsigned threads, uint16_t version)
+      : chunks_(file, file_bytes),
+        file_bytes_(file_bytes),
+        probe_at_(from),
+        slots_(threads + 1),
+        pool_(threads, version) {
+    for (size_t i = 0; i < slots_; ++i) {
+      storage_.push_back(std::make_unique<DecodedChunk>());
+      free_chunks_.push_back(storage_.back().get());
+    }
+  }
+
+  // Probes on while a slot is free and what was found has room.
+  void probe() {
+    while (probe_at_ < file_bytes_ && !free_chunks_.empty() && found_.size() < 2 * slots_) {
+      const Probe probe = chunks_.probe(probe_at_);
+      if (probe.result == Probe::Result::kFileHeader) {
+        another_header(probe_at_);
+        return;
+      }
+      if (probe.result != Probe::Result::kGood) {
+        if (!step_over_damage(probe)) return;
+        continue;
+      }
+      submit(probe.header);
+    }
+  }
+
+  bool empty() const { return found_.empty(); }
+  // The next thing found, in file order.
+  Found next() {
+    Found f = std::move(found_.front());
+    found_.pop_front();
+    return f;
+  }
+  // Until the chunk has decoded; its slot is free again once this turn is
+  // over: the probe runs only after it.
+  void wait(DecodedChunk* chunk) {
+    pool_.wait(chunk);
+    free_chunks_.push_back(chunk);
+  }
+
+ private:
+  // Nothing after another trace's file header is this trace's: probing stops there.
+  void another_header(uint64_t where) {
+    found_.push_back(Found{where, where, nullptr, ReadStatus::State::kComplete, "a second file header", 0, true});
+    probe_at_ = file_bytes_;
+  }
+
+  // Damage at probe_at_: found, and the probe goes on at the next good chunk
+  // after it; false when another trace's file header comes first.
+  bool step_over_damage(const Probe& probe) {
+    const ReadStatus::State state =
+        probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
+    bool file_header = false;
+    const uint64_t next = chunks_.next_chunk(probe_at_ + 1, &file_header);
+    found_.push_back(Found{probe_at_, next, nullptr, state, probe.reason});
+    probe_at_ = next;
+    if (!file_header) return true;
+    another_header(next);
+    return false;
+  }
+
+  // The good chunk at probe_at_ (its payload just probed) into a free slot, to decode.
+  void submit(const ChunkHeader& h) {
+    const uint64_t chunk_end = probe_at_ + sizeof h + h.payload_bytes;
+    DecodedChunk* chunk = free_chunks_.back();
+    free_chunks_.pop_back();
+    chunk->payload.swap(chunks_.payload());
+    chunk->string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
+    chunk->expected_events = std::min<size_t>(h.record_count, h.payload_bytes / 2);
+    found_.push_back(Found{probe_at_, chunk_end, chunk, ReadStatus::State::kComplete, {}, h.first_seq});
+    probe_at_ = chunk_end;
+    pool_.submit(chunk);
+  }
+
+  ChunkFile chunks_;
+  const uint64_t file_bytes_;
+  uint64_t probe_at_;
+  const size_t slots_;
+  std::vector<std::unique_ptr<DecodedChunk>> storage_;
+  std::vector<DecodedChunk*> free_chunks_;
+  std::deque<Found> found_;
+  DecodePool pool_;  // last: its threads stop before the chunks they decode go
+};
+
+// The read's state once the chunks are read: damage still pending is the
+// tail's; else the gaps stepped over, if any.
+void settle_state(const Damage& damage, ReadStatus& status) {
+  if (damage.pending()) {
+    status.state = damage.state;
+    status.reason = damage.reason;
+  } else if (status.gaps > 0) {
+    status.state = ReadStatus::State::kGap;
+    status.reason = status.gap_reason + ": skipped " + std::to_string(status.gap_bytes) + " bytes in " +
+                    std::to_string(status.gaps) + (status.gaps == 1 ? " gap" : " gaps") + " and read the chunks after";
+  }
+}
+
 // The read itself; *offset follows it so that a failure to allocate can be
 // reported where it happened.
 ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const ReadOptions& options,
@@ -574,6 +781,7 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
   if (!file.ok()) throw TraceError(path, 0, file.error());
   ReadStatus status;
   status.file_bytes = file.size();
+  const uint64_t file_bytes = status.file_bytes;
   TraceMeta meta;
   meta.path = path;
   meta.header = read_header(file, path);
@@ -581,190 +789,62 @@ ReadStatus read_chunks(const std::string& path, TraceVisitor& visitor, const Rea
   visitor.on_begin(meta);
 
   offset = meta.header.header_bytes;
-  ChunkFile chunks(file, status.file_bytes);
-  // Damage seen and not yet followed by a good chunk: at the end of the file
-  // it is the tail's (truncated or corrupt); followed by a good chunk, a gap.
-  ReadStatus::State damage = ReadStatus::State::kComplete;
-  std::string damage_reason;
-  uint64_t damage_offset = 0;
-  auto damaged = [&](ReadStatus::State state, const std::string& why) {
-    if (damage == ReadStatus::State::kComplete) {
-      damage = state;
-      damage_reason = why + at(offset);
-      damage_offset = offset;
-    }
-  };
-
-  // A file cut inside its headers (FileHeader, then RunHeader: header_bytes)
-  // before any chunk: the recorder writes both before its first chunk.
-  if (status.file_bytes < meta.header.header_bytes) {
-    offset = status.file_bytes;
-    const bool in_run_header = meta.header.header_bytes >= sizeof(FileHeader) + sizeof(format::RunHeader) &&
-                               status.file_bytes < sizeof(FileHeader) + sizeof(format::RunHeader);
-    damaged(ReadStatus::State::kTruncated,
-            in_run_header ? "file ends inside the run header" : "file ends inside the header");
+  Damage damage;
+  if (file_bytes < meta.header.header_bytes) {
+    offset = file_bytes;
+    damage.note(ReadStatus::State::kTruncated, cut_header(meta.header, file_bytes), offset);
   }
-
-  // Another trace appended to this one (ReadStatus) begins at `where`: an
-  // error that says what was found there and how to keep the first trace,
-  // or, when only the first is wanted, the end of the read.
-  auto another_trace = [&](uint64_t where, const std::string& found) {
-    if (!options.first_trace_only)
-      throw TraceError(path, where, "another trace begins",
-                       " (" + found + "); to read the first alone: head -c " + std::to_string(where) + " " +
-                           shell_word(path) + " > first.pstrace");
-    status.next_trace_at = where;
-    status.next_trace = "another trace begins" + at(where) + " (" + found + ")";
-    status.file_bytes = where;
-  };
-  // What the chunks read so far say about the sequence: the lowest first_seq
-  // of a chunk (0: none yet) and the highest seq.
-  uint64_t lowest_first_seq = 0;
-  uint64_t highest_seq = 0;
-
-  // The file is probed (chunk headers, payloads and their checksums, the
-  // search for the next good chunk after damage) in order on this thread,
-  // and up to `slots` chunks ahead of the visitor; they decode meanwhile.
-  // What the probe finds is handed to the visitor in file order.
+  SequenceSeen sequence;
   const ReadUnderWay counted;
-  const unsigned threads = decode_threads(options, status.file_bytes);
-  const size_t slots = threads + 1;
-  std::vector<std::unique_ptr<DecodedChunk>> storage;
-  std::vector<DecodedChunk*> free_chunks;
-  for (size_t i = 0; i < slots; ++i) {
-    storage.push_back(std::make_unique<DecodedChunk>());
-    free_chunks.push_back(storage.back().get());
-  }
-  struct Found {
-    uint64_t offset;                // where it was found
-    uint64_t next;                  // where the probe went on: the chunk's end, or the next good chunk after damage
-    DecodedChunk* chunk = nullptr;  // null: damage, or another trace
-    ReadStatus::State state = ReadStatus::State::kComplete;
-    std::string reason;
-    uint64_t first_seq = 0;   // the chunk header's
-    bool next_trace = false;  // a file header: another trace begins here
-  };
-  std::deque<Found> found;
-  const uint64_t file_bytes = status.file_bytes;
-  uint64_t probe_at = meta.header.header_bytes;
-  DecodePool pool(threads, meta.header.version);
-  // Nothing after another trace's file header is this trace's: probing stops there.
-  auto another_header = [&](uint64_t where) {
-    found.push_back(Found{where, where, nullptr, ReadStatus::State::kComplete, "a second file header", 0, true});
-    probe_at = file_bytes;
-  };
-  auto probe_ahead = [&] {
-    while (probe_at < file_bytes && !free_chunks.empty() && found.size() < 2 * slots) {
-      const Probe probe = chunks.probe(probe_at);
-      if (probe.result == Probe::Result::kFileHeader) {
-        another_header(probe_at);
-        break;
-      }
-      if (probe.result != Probe::Result::kGood) {
-        const ReadStatus::State state =
-            probe.result == Probe::Result::kTruncated ? ReadStatus::State::kTruncated : ReadStatus::State::kCorrupt;
-        bool file_header = false;
-        const uint64_t next = chunks.next_chunk(probe_at + 1, &file_header);
-        found.push_back(Found{probe_at, next, nullptr, state, probe.reason});
-        probe_at = next;
-        if (file_header) {
-          another_header(next);
-          break;
-        }
-        continue;
-      }
-      const ChunkHeader& h = probe.header;
-      const uint64_t chunk_end = probe_at + sizeof h + h.payload_bytes;
-      DecodedChunk* chunk = free_chunks.back();
-      free_chunks.pop_back();
-      chunk->payload.swap(chunks.payload());
-      chunk->string_id_limit = std::min(kMaxStringId, chunk_end + kStringIdSlack);
-      chunk->expected_events = std::min<size_t>(h.record_count, h.payload_bytes / 2);
-      found.push_back(Found{probe_at, chunk_end, chunk, ReadStatus::State::kComplete, {}, h.first_seq});
-      probe_at = chunk_end;
-      pool.submit(chunk);
-    }
-  };
+  ProbeAhead ahead(file, file_bytes, meta.header.header_bytes, decode_threads(options, file_bytes),
+                   meta.header.version);
   for (;;) {
-    probe_ahead();
-    if (found.empty()) break;
-    Found f = std::move(found.front());
-    found.pop_front();
+    ahead.probe();
+    if (ahead.empty()) break;
+    const Found f = ahead.next();
     offset = f.offset;
     if (f.next_trace) {
-      another_trace(f.offset, f.reason);
+      another_trace(path, options, f.offset, f.reason, status);
       break;
     }
     if (!f.chunk) {
-      damaged(f.state, f.reason);
+      damage.note(f.state, f.reason, offset);
       continue;
     }
     DecodedChunk& chunk = *f.chunk;
-    pool.wait(&chunk);
-    free_chunks.push_back(&chunk);  // free again once this turn is over: the probe runs only after it
+    ahead.wait(&chunk);
     if (chunk.failure) std::rethrow_exception(chunk.failure);
     if (!chunk.error.empty()) {
       // Its checksum holds, so its length does: the next chunk starts after it.
-      damaged(ReadStatus::State::kCorrupt, "undecodable chunk (" + chunk.error + ")");
+      damage.note(ReadStatus::State::kCorrupt, "undecodable chunk (" + chunk.error + ")", offset);
       continue;
     }
-    // A sequence that starts over: the chunk begins at or below the first
-    // seq read, and more of its events fall below the highest seq read than
-    // the recorder counted as late (events written after a later seq, which
-    // a forced flush can leave). Damage right before it is the other trace's
-    // (its file header, damaged).
-    if (f.first_seq != 0 && lowest_first_seq != 0 && f.first_seq <= lowest_first_seq && chunk.count) {
-      uint64_t below = 0;
-      uint64_t high = highest_seq;
-      for (size_t i = 0; i < chunk.count; ++i) {
-        if (chunk.events[i].seq < high)
-          ++below;
-        else
-          high = chunk.events[i].seq;
-      }
-      if (below > (chunk.meta.has_late ? chunk.meta.late_events : meta.late_events)) {
-        const uint64_t where = damage != ReadStatus::State::kComplete ? damage_offset : f.offset;
-        damage = ReadStatus::State::kComplete;
-        another_trace(where, "the sequence starts over: a chunk from seq " + std::to_string(f.first_seq) +
-                                 " after seqs up to " + std::to_string(highest_seq) + " were read");
-        break;
-      }
+    if (sequence.starts_over(f.first_seq, chunk, meta.late_events)) {
+      // Damage right before it is the other trace's (its file header, damaged).
+      const uint64_t where = damage.pending() ? damage.offset : f.offset;
+      damage.state = ReadStatus::State::kComplete;
+      another_trace(path, options, where, sequence.restart(f.first_seq), status);
+      break;
     }
-    if (damage != ReadStatus::State::kComplete) {
-      ++status.gaps;
-      status.gap_bytes += offset - damage_offset;
-      if (status.gap_reason.empty()) status.gap_reason = damage_reason;
-      damage = ReadStatus::State::kComplete;
-    }
+    damage.close_gap(offset, status);
     chunk.meta.apply_to(meta);
     if (chunk.count) visitor.on_events(chunk.events.data(), chunk.count, meta);
     offset = f.next;
     status.good_bytes = offset;
     ++status.chunks;
     status.events += chunk.count;
-    if (f.first_seq != 0 && (lowest_first_seq == 0 || f.first_seq < lowest_first_seq)) lowest_first_seq = f.first_seq;
-    highest_seq = std::max(highest_seq, chunk.max_seq);
+    sequence.add(f.first_seq, chunk.max_seq);
     if (chunk.count && visitor.finished()) {
       status.stopped = true;
       break;
     }
     // The end mark closes the trace: whatever follows was appended.
     if (chunk.meta.clean_end && offset < file_bytes) {
-      char magic[sizeof format::kMagic] = {};
-      const bool header = file.read_at(offset, magic, sizeof magic) == sizeof magic &&
-                          std::memcmp(magic, format::kMagic, sizeof magic) == 0;
-      another_trace(offset, header ? "a second file header" : "data after the end mark that closed the first");
+      another_trace(path, options, offset, after_end_mark(file, offset), status);
       break;
     }
   }
-  if (damage != ReadStatus::State::kComplete) {
-    status.state = damage;
-    status.reason = damage_reason;
-  } else if (status.gaps > 0) {
-    status.state = ReadStatus::State::kGap;
-    status.reason = status.gap_reason + ": skipped " + std::to_string(status.gap_bytes) + " bytes in " +
-                    std::to_string(status.gaps) + (status.gaps == 1 ? " gap" : " gaps") + " and read the chunks after";
-  }
+  settle_state(damage, status);
   if (status.chunks == 0) status.good_bytes = std::min<uint64_t>(status.file_bytes, meta.header.header_bytes);
   visitor.on_end(meta, status);
   return status;
