@@ -636,6 +636,107 @@ WaveResiduals residuals_of(const Calibration& c, const std::string& path, const 
   return r;
 }
 
+// What every term of the model is fitted to: one sample per wave of one
+// group, or per group of a wave (one_group_parts, add_equal_parts).
+struct TermSamples {
+  explicit TermSamples(size_t layers) : boundary(layers), moments(layers) {}
+  std::vector<Samples> boundary;
+  Samples workspace, workspace_after, input_gradient, output, head_saved, waiting;
+  MomentSamples moments;
+};
+
+// Whether a wave's terms calibrate: it has a token count, `use` takes it,
+// and it is not split (split waves mix their children's terms).
+bool calibrates(const WaveLiveness& w, const std::function<bool(const WaveLiveness&)>& use) {
+  if (w.tokens <= 0 || !w.children.empty()) return false;
+  return !use || use(w);
+}
+
+// One group's terms as samples, and its slot's adapter gradients.
+void add_part(const WaveLiveness& part, size_t layers, TermSamples& s, Calibration* c) {
+  const WaveSize size = part.size();
+  for (size_t i = 0; i < layers; ++i)
+    s.boundary[i].push_back({size, i < part.boundary_bytes.size() ? part.boundary_bytes[i] : 0});
+  s.workspace.push_back({size, part.workspace_bytes});
+  if (part.workspace_after_gradient_bytes >= 0)
+    s.workspace_after.push_back({size, static_cast<uint64_t>(part.workspace_after_gradient_bytes)});
+  s.input_gradient.push_back({size, part.input_gradient_bytes});
+  s.output.push_back({size, part.output_bytes});
+  s.moments.add(part, size);
+  s.head_saved.push_back({size, part.head_saved_bytes});
+  if (part.waiting_bytes >= 0) s.waiting.push_back({size, static_cast<uint64_t>(part.waiting_bytes)});
+  // Exact: what this slot's backward made, per layer.
+  if (part.slots.size() == 1) {
+    std::vector<uint64_t>& slot = c->adapter_gradient_bytes[part.slots[0]];
+    slot.resize(layers, 0);
+    for (size_t i = 0; i < layers && i < part.pending_gradient_bytes.size(); ++i)
+      slot[i] = std::max(slot[i], part.pending_gradient_bytes[i]);
+  }
+}
+
+// A cold wave beside its warm twin: what first executions add to the peak.
+void add_first_execution(const Liveness& t, const WaveLiveness& cold, Calibration* c) {
+  const WaveLiveness& warm = t.waves[static_cast<size_t>(cold.warm_twin)];
+  ++c->first_execution_pairs;
+  // The measured peaks already hold what the hooks and CUPTI saw. What
+  // no allocation record accounts for shows only in the device samples:
+  // its cold − warm growth belongs to the allowance too.
+  uint64_t unexplained = 0;
+  for (const ColdWarmDelta& d : t.analysis.device.cold_warm) {
+    if (d.cold_wave != cold.index || !d.has_samples) continue;
+    ++c->first_execution_device_pairs;
+    unexplained = static_cast<uint64_t>(std::max<int64_t>(0, d.unexplained_growth_delta_bytes));
+  }
+  c->first_execution_unexplained_bytes = std::max(c->first_execution_unexplained_bytes, unexplained);
+  const uint64_t peak_delta =
+      cold.measured_peak_bytes > warm.measured_peak_bytes ? cold.measured_peak_bytes - warm.measured_peak_bytes : 0;
+  // The cold peak is at most the twin's state at that moment plus the
+  // first-execution allocations live then: their most live together
+  // bounds it at any size where they do not grow.
+  c->first_execution_bytes =
+      std::max({c->first_execution_bytes, peak_delta + unexplained, cold.first_execution_max_live_bytes + unexplained});
+  c->first_execution_at_peak_bytes = std::max(c->first_execution_at_peak_bytes, cold.first_execution_at_peak_bytes);
+}
+
+// One trace's calibrating waves: their samples, counts and first executions.
+void add_trace(const Liveness& t, size_t layers, const std::function<bool(const WaveLiveness&)>& use, TermSamples& s,
+               Calibration* c) {
+  c->traces.push_back(t.path);
+  c->sequence_allowance_bytes = std::max<uint64_t>(
+      c->sequence_allowance_bytes, (t.analysis.trace.header.flags & format::kHeaderHostMode) ? 64 : 512);
+  for (const WaveLiveness& w : t.waves) {
+    if (!calibrates(w, use)) continue;
+    ++c->waves;
+    for (const WaveLiveness* part : one_group_parts(w)) add_part(*part, layers, s, c);
+    if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
+      add_equal_parts(w, layers, s.boundary, s.workspace, s.input_gradient, s.head_saved);
+    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, c);
+  }
+}
+
+// Each calibrating wave's measured terms against the fits.
+void add_residuals(const std::vector<Liveness>& traces, const std::function<bool(const WaveLiveness&)>& use,
+                   Calibration* c) {
+  for (const Liveness& t : traces) {
+    for (const WaveLiveness& w : t.waves) {
+      if (!calibrates(w, use)) continue;
+      for (const WaveLiveness* part : one_group_parts(w)) c->residuals.push_back(residuals_of(*c, t.path, *part));
+    }
+  }
+}
+
+// Each term's fit to its samples.
+void fit_terms(const TermSamples& s, Calibration* c) {
+  for (const Samples& boundary : s.boundary) c->boundary.push_back(fit_growth(boundary));
+  c->workspace = fit_growth(s.workspace);
+  fit_workspace_after_gradient(s.workspace_after, c);
+  c->input_gradient = fit_growth(s.input_gradient);
+  c->output = fit_growth(s.output);
+  c->head_saved = fit_growth(s.head_saved);
+  if (!s.waiting.empty()) c->waiting = fit_growth(s.waiting);
+  c->moments = fit_moments(s.moments);
+}
+
 }  // namespace
 
 Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
@@ -645,81 +746,11 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
   for (const Liveness& t : traces) c.layers = std::max(c.layers, t.layers);
   const size_t layers = static_cast<size_t>(c.layers);
 
-  std::vector<Samples> boundary(layers);
-  Samples workspace, workspace_after, input_gradient, output, head_saved, waiting;
-  MomentSamples moments(layers);
-  for (const Liveness& t : traces) {
-    c.traces.push_back(t.path);
-    c.sequence_allowance_bytes = std::max<uint64_t>(
-        c.sequence_allowance_bytes, (t.analysis.trace.header.flags & format::kHeaderHostMode) ? 64 : 512);
-    for (const WaveLiveness& w : t.waves) {
-      if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
-      if (use && !use(w)) continue;
-      ++c.waves;
-      for (const WaveLiveness* part : one_group_parts(w)) {
-        const WaveSize size = part->size();
-        for (size_t i = 0; i < layers; ++i)
-          boundary[i].push_back({size, i < part->boundary_bytes.size() ? part->boundary_bytes[i] : 0});
-        workspace.push_back({size, part->workspace_bytes});
-        if (part->workspace_after_gradient_bytes >= 0)
-          workspace_after.push_back({size, static_cast<uint64_t>(part->workspace_after_gradient_bytes)});
-        input_gradient.push_back({size, part->input_gradient_bytes});
-        output.push_back({size, part->output_bytes});
-        moments.add(*part, size);
-        head_saved.push_back({size, part->head_saved_bytes});
-        if (part->waiting_bytes >= 0) waiting.push_back({size, static_cast<uint64_t>(part->waiting_bytes)});
-        // Exact: what this slot's backward made, per layer.
-        if (part->slots.size() == 1) {
-          std::vector<uint64_t>& slot = c.adapter_gradient_bytes[part->slots[0]];
-          slot.resize(layers, 0);
-          for (size_t i = 0; i < layers && i < part->pending_gradient_bytes.size(); ++i)
-            slot[i] = std::max(slot[i], part->pending_gradient_bytes[i]);
-        }
-      }
-      if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
-        add_equal_parts(w, layers, boundary, workspace, input_gradient, head_saved);
-      if (w.cold && w.warm_twin >= 0) {
-        const WaveLiveness& warm = t.waves[static_cast<size_t>(w.warm_twin)];
-        ++c.first_execution_pairs;
-        // The measured peaks already hold what the hooks and CUPTI saw. What
-        // no allocation record accounts for shows only in the device samples:
-        // its cold − warm growth belongs to the allowance too.
-        uint64_t unexplained = 0;
-        for (const ColdWarmDelta& d : t.analysis.device.cold_warm) {
-          if (d.cold_wave != w.index || !d.has_samples) continue;
-          ++c.first_execution_device_pairs;
-          unexplained = static_cast<uint64_t>(std::max<int64_t>(0, d.unexplained_growth_delta_bytes));
-        }
-        c.first_execution_unexplained_bytes = std::max(c.first_execution_unexplained_bytes, unexplained);
-        const uint64_t peak_delta =
-            w.measured_peak_bytes > warm.measured_peak_bytes ? w.measured_peak_bytes - warm.measured_peak_bytes : 0;
-        // The cold peak is at most the twin's state at that moment plus the
-        // first-execution allocations live then: their most live together
-        // bounds it at any size where they do not grow.
-        c.first_execution_bytes = std::max(
-            {c.first_execution_bytes, peak_delta + unexplained, w.first_execution_max_live_bytes + unexplained});
-        c.first_execution_at_peak_bytes = std::max(c.first_execution_at_peak_bytes, w.first_execution_at_peak_bytes);
-      }
-    }
-  }
+  TermSamples samples(layers);
+  for (const Liveness& t : traces) add_trace(t, layers, use, samples, &c);
   if (c.waves == 0) throw CalibrationError("no wave with a token count in the traces given");
-
-  for (size_t i = 0; i < layers; ++i) c.boundary.push_back(fit_growth(boundary[i]));
-  c.workspace = fit_growth(workspace);
-  fit_workspace_after_gradient(workspace_after, &c);
-  c.input_gradient = fit_growth(input_gradient);
-  c.output = fit_growth(output);
-  c.head_saved = fit_growth(head_saved);
-  if (!waiting.empty()) c.waiting = fit_growth(waiting);
-  c.moments = fit_moments(moments);
-
-  for (const Liveness& t : traces) {
-    for (const WaveLiveness& w : t.waves) {
-      if (w.tokens <= 0 || !w.children.empty()) continue;  // split waves mix their children's terms
-      if (use && !use(w)) continue;
-      for (const WaveLiveness* part : one_group_parts(w)) c.residuals.push_back(residuals_of(c, t.path, *part));
-    }
-  }
+  fit_terms(samples, &c);
+  add_residuals(traces, use, &c);
   index_repeats(c);
   return c;
 }
