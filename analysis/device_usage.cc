@@ -279,6 +279,19 @@ struct DeviceUsagePass::State {
       if (std::find(unavailable.begin(), unavailable.end(), notice) == unavailable.end()) unavailable.push_back(notice);
     }
   }
+
+  // The parts of DeviceUsagePass::result; `level` is the accounted level,
+  // whose live bytes the samples report.
+  DeviceSample sample_of(const Sample& x, int level) const;
+  std::vector<DeviceInfo> device_infos(int level) const;
+  void around_peak(int level, DeviceUsage* t) const;
+  std::vector<SourceBytes> cupti_only_sources() const;
+  std::vector<WaveDeviceUsage> wave_usage(const std::vector<WaveSpan>& spans, int level) const;
+  std::vector<std::vector<size_t>> samples_by_wave(size_t waves) const;
+  std::vector<std::map<std::string, Made>> cupti_sources_by_wave(size_t waves) const;
+  std::map<int16_t, WaveDeviceWindow> wave_windows(const std::vector<size_t>& inside, int level) const;
+  void baselines_before(const WaveSpan& span, int level, std::map<int16_t, WaveDeviceWindow>* windows) const;
+  void add_first_kernels(DeviceUsage* t) const;
 };
 
 DeviceUsagePass::DeviceUsagePass(const Inputs& inputs) : state_(std::make_unique<State>(inputs)) {}
@@ -329,6 +342,159 @@ void name_streams(const std::vector<CuptiStream>& streams, const std::map<uint64
 
 }  // namespace
 
+// A kept sample as the result shows it.
+DeviceSample DeviceUsagePass::State::sample_of(const Sample& x, int level) const {
+  return DeviceSample{x.seq,         x.time_ns,    x.device, x.used,
+                      x.live[level], x.cupti_only, x.wave,   name_of(strings, x.range)};
+}
+
+// Each device with a total or a sample: its size and the most it used, in
+// all and outside any allocator.
+std::vector<DeviceInfo> DeviceUsagePass::State::device_infos(int level) const {
+  std::map<int16_t, DeviceInfo> devices;
+  for (const auto& [device, total] : totals) {
+    devices[device].device = device;
+    devices[device].total_bytes = total;
+  }
+  for (const Sample& x : samples) {
+    DeviceInfo& d = devices[x.device];
+    const DeviceSample ds = sample_of(x, level);
+    d.max_outside_bytes = d.samples == 0 ? ds.outside_bytes() : std::max(d.max_outside_bytes, ds.outside_bytes());
+    d.device = x.device;
+    ++d.samples;
+    d.max_used_bytes = std::max(d.max_used_bytes, x.used);
+  }
+  std::vector<DeviceInfo> out;
+  for (auto& [device, info] : devices) out.push_back(info);
+  return out;
+}
+
+// The samples just before and just after the trace's peak.
+void DeviceUsagePass::State::around_peak(int level, DeviceUsage* t) const {
+  if (inputs.peak_ordinal == UINT64_MAX) return;
+  auto after = std::upper_bound(samples.begin(), samples.end(), inputs.peak_ordinal,
+                                [](uint64_t o, const Sample& x) { return o < x.ordinal; });
+  if (after != samples.end()) t->after_peak = sample_of(*after, level);
+  auto at_or_after = std::lower_bound(samples.begin(), samples.end(), inputs.peak_ordinal,
+                                      [](const Sample& x, uint64_t o) { return x.ordinal < o; });
+  if (at_or_after != samples.begin()) t->before_peak = sample_of(*std::prev(at_or_after), level);
+}
+
+// CUPTI-only allocations of the whole trace by source.
+std::vector<SourceBytes> DeviceUsagePass::State::cupti_only_sources() const {
+  std::map<std::string, Made> by_source;
+  for (const auto& [id, m] : cupti_by_source) {
+    Made& row = by_source[name_of(strings, StringId{id})];
+    row.allocations += m.allocations;
+    row.bytes += m.bytes;
+    row.live += m.live;
+    row.max_live = std::max(row.max_live, m.max_live);
+  }
+  return source_rows(by_source, true);
+}
+
+// Each wave: the CUPTI-only allocations made inside it, and per device the
+// samples taken inside it against its baseline.
+std::vector<WaveDeviceUsage> DeviceUsagePass::State::wave_usage(const std::vector<WaveSpan>& spans, int level) const {
+  const size_t waves = std::max(inputs.waves, spans.size());
+  std::vector<WaveDeviceUsage> out(waves);
+  const std::vector<std::vector<size_t>> samples_of_wave = samples_by_wave(waves);
+  const std::vector<std::map<std::string, Made>> wave_sources = cupti_sources_by_wave(waves);
+  for (size_t w = 0; w < waves; ++w) {
+    WaveDeviceUsage& wt = out[w];
+    wt.wave = static_cast<int32_t>(w);
+    wt.cupti_only_by_source = source_rows(wave_sources[w], false);
+    for (const SourceBytes& r : wt.cupti_only_by_source) {
+      wt.cupti_only_allocations += r.allocations;
+      wt.cupti_only_bytes += r.bytes;
+    }
+    std::map<int16_t, WaveDeviceWindow> windows = wave_windows(samples_of_wave[w], level);
+    if (w < spans.size()) baselines_before(spans[w], level, &windows);
+    for (auto& [device, win] : windows) {
+      win.outside_growth_bytes = win.max_outside_bytes - win.baseline.outside_bytes();
+      win.unexplained_growth_bytes = win.max_unexplained_bytes - win.baseline.unexplained_bytes();
+      wt.devices.push_back(win);
+    }
+  }
+  return out;
+}
+
+// The indices of the samples taken inside each of the first `waves` waves.
+std::vector<std::vector<size_t>> DeviceUsagePass::State::samples_by_wave(size_t waves) const {
+  std::vector<std::vector<size_t>> samples_of_wave(waves);
+  for (size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].wave >= 0 && static_cast<size_t>(samples[i].wave) < waves)
+      samples_of_wave[static_cast<size_t>(samples[i].wave)].push_back(i);
+  return samples_of_wave;
+}
+
+// The CUPTI-only allocations made inside each of the first `waves` waves, by source.
+std::vector<std::map<std::string, Made>> DeviceUsagePass::State::cupti_sources_by_wave(size_t waves) const {
+  std::vector<std::map<std::string, Made>> wave_sources(waves);
+  for (const auto& [key, m] : cupti_by_wave) {
+    if (key.first < 0 || static_cast<size_t>(key.first) >= waves) continue;
+    Made& row = wave_sources[static_cast<size_t>(key.first)][name_of(strings, StringId{key.second})];
+    row.allocations += m.allocations;
+    row.bytes += m.bytes;
+  }
+  return wave_sources;
+}
+
+// Per device: the samples taken inside a wave (`inside`, indices into
+// samples), their first as the baseline.
+std::map<int16_t, WaveDeviceWindow> DeviceUsagePass::State::wave_windows(const std::vector<size_t>& inside,
+                                                                         int level) const {
+  std::map<int16_t, WaveDeviceWindow> windows;
+  for (size_t i : inside) {
+    const Sample& x = samples[i];
+    const DeviceSample ds = sample_of(x, level);
+    auto [it, fresh] = windows.try_emplace(x.device);
+    WaveDeviceWindow& win = it->second;
+    if (fresh) {
+      win.device = x.device;
+      win.max_used = ds;
+      win.baseline = ds;
+      win.max_outside_bytes = ds.outside_bytes();
+      win.max_unexplained_bytes = ds.unexplained_bytes();
+    }
+    ++win.samples;
+    if (x.used > win.max_used.used_bytes) win.max_used = ds;
+    win.max_outside_bytes = std::max(win.max_outside_bytes, ds.outside_bytes());
+    win.max_unexplained_bytes = std::max(win.max_unexplained_bytes, ds.unexplained_bytes());
+  }
+  return windows;
+}
+
+// Baseline: the last sample before the wave began, when it is closer in
+// time to the begin than the wave's first sample (the recorder may sample
+// just before or just after the push).
+void DeviceUsagePass::State::baselines_before(const WaveSpan& span, int level,
+                                              std::map<int16_t, WaveDeviceWindow>* windows) const {
+  for (auto& [device, win] : *windows) {
+    auto it = std::lower_bound(samples.begin(), samples.end(), span.begin_ordinal,
+                               [](const Sample& x, uint64_t o) { return x.ordinal < o; });
+    const Sample* before = nullptr;
+    while (it != samples.begin() && !before) {
+      --it;
+      if (it->device == device) before = &*it;
+    }
+    if (!before) continue;
+    const uint64_t gap_before = span.begin_time_ns - std::min(span.begin_time_ns, before->time_ns);
+    const uint64_t gap_inside = win.baseline.time_ns - std::min(win.baseline.time_ns, span.begin_time_ns);
+    if (gap_before < gap_inside) win.baseline = sample_of(*before, level);
+  }
+}
+
+// First executions of kernels: the trace's, and each wave's.
+void DeviceUsagePass::State::add_first_kernels(DeviceUsage* t) const {
+  for (const FirstKernel& k : first_kernels) {
+    const std::string range = name_of(strings, k.range);
+    add_first_kernel(&t->first_kernels, k.time_ns, range, k.kernel);
+    if (k.wave >= 0 && static_cast<size_t>(k.wave) < t->waves.size())
+      add_first_kernel(&t->waves[static_cast<size_t>(k.wave)].first_kernels, k.time_ns, range, k.kernel);
+  }
+}
+
 DeviceUsage DeviceUsagePass::result(const std::vector<WaveSpan>& spans) const {
   const State& s = *state_;
   DeviceUsage t;
@@ -338,123 +504,11 @@ DeviceUsage DeviceUsagePass::result(const std::vector<WaveSpan>& spans) const {
       s.hooked_allocs[static_cast<int>(MemoryLevel::kReserved)] > 0 ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
   t.samples = s.samples_seen;
   const int level = static_cast<int>(t.accounted_level);
-  auto sample_of = [&](const State::Sample& x) {
-    return DeviceSample{x.seq,         x.time_ns,    x.device, x.used,
-                        x.live[level], x.cupti_only, x.wave,   name_of(s.strings, x.range)};
-  };
-
-  // Devices.
-  std::map<int16_t, DeviceInfo> devices;
-  for (const auto& [device, total] : s.totals) {
-    devices[device].device = device;
-    devices[device].total_bytes = total;
-  }
-  for (const State::Sample& x : s.samples) {
-    DeviceInfo& d = devices[x.device];
-    const DeviceSample ds = sample_of(x);
-    d.max_outside_bytes = d.samples == 0 ? ds.outside_bytes() : std::max(d.max_outside_bytes, ds.outside_bytes());
-    d.device = x.device;
-    ++d.samples;
-    d.max_used_bytes = std::max(d.max_used_bytes, x.used);
-  }
-  for (auto& [device, info] : devices) t.devices.push_back(info);
-
-  // Around the peak.
-  if (s.inputs.peak_ordinal != UINT64_MAX) {
-    auto after = std::upper_bound(s.samples.begin(), s.samples.end(), s.inputs.peak_ordinal,
-                                  [](uint64_t o, const State::Sample& x) { return o < x.ordinal; });
-    if (after != s.samples.end()) t.after_peak = sample_of(*after);
-    auto at_or_after = std::lower_bound(s.samples.begin(), s.samples.end(), s.inputs.peak_ordinal,
-                                        [](const State::Sample& x, uint64_t o) { return x.ordinal < o; });
-    if (at_or_after != s.samples.begin()) t.before_peak = sample_of(*std::prev(at_or_after));
-  }
-
-  // CUPTI-only allocations by source.
-  std::map<std::string, Made> by_source;
-  for (const auto& [id, m] : s.cupti_by_source) {
-    Made& row = by_source[name_of(s.strings, StringId{id})];
-    row.allocations += m.allocations;
-    row.bytes += m.bytes;
-    row.live += m.live;
-    row.max_live = std::max(row.max_live, m.max_live);
-  }
-  t.cupti_only_by_source = source_rows(by_source, true);
-
-  // Waves.
-  const size_t waves = std::max(s.inputs.waves, spans.size());
-  t.waves.resize(waves);
-  for (size_t w = 0; w < waves; ++w) t.waves[w].wave = static_cast<int32_t>(w);
-  std::vector<std::vector<size_t>> samples_of_wave(waves);
-  for (size_t i = 0; i < s.samples.size(); ++i)
-    if (s.samples[i].wave >= 0 && static_cast<size_t>(s.samples[i].wave) < waves)
-      samples_of_wave[static_cast<size_t>(s.samples[i].wave)].push_back(i);
-  std::vector<std::map<std::string, Made>> wave_sources(waves);
-  for (const auto& [key, m] : s.cupti_by_wave) {
-    if (key.first < 0 || static_cast<size_t>(key.first) >= waves) continue;
-    Made& row = wave_sources[static_cast<size_t>(key.first)][name_of(s.strings, StringId{key.second})];
-    row.allocations += m.allocations;
-    row.bytes += m.bytes;
-  }
-  for (size_t w = 0; w < waves; ++w) {
-    WaveDeviceUsage& wt = t.waves[w];
-    wt.cupti_only_by_source = source_rows(wave_sources[w], false);
-    for (const SourceBytes& r : wt.cupti_only_by_source) {
-      wt.cupti_only_allocations += r.allocations;
-      wt.cupti_only_bytes += r.bytes;
-    }
-    // Per device: the samples taken inside the wave.
-    std::map<int16_t, WaveDeviceWindow> windows;
-    for (size_t i : samples_of_wave[w]) {
-      const State::Sample& x = s.samples[i];
-      const DeviceSample ds = sample_of(x);
-      auto [it, fresh] = windows.try_emplace(x.device);
-      WaveDeviceWindow& win = it->second;
-      if (fresh) {
-        win.device = x.device;
-        win.max_used = ds;
-        win.baseline = ds;
-        win.max_outside_bytes = ds.outside_bytes();
-        win.max_unexplained_bytes = ds.unexplained_bytes();
-      }
-      ++win.samples;
-      if (x.used > win.max_used.used_bytes) win.max_used = ds;
-      win.max_outside_bytes = std::max(win.max_outside_bytes, ds.outside_bytes());
-      win.max_unexplained_bytes = std::max(win.max_unexplained_bytes, ds.unexplained_bytes());
-    }
-    // Baseline: the last sample before the wave began, when it is closer in
-    // time to the begin than the wave's first sample (the recorder may sample
-    // just before or just after the push).
-    if (w < spans.size()) {
-      const WaveSpan& span = spans[w];
-      for (auto& [device, win] : windows) {
-        auto it = std::lower_bound(s.samples.begin(), s.samples.end(), span.begin_ordinal,
-                                   [](const State::Sample& x, uint64_t o) { return x.ordinal < o; });
-        const State::Sample* before = nullptr;
-        while (it != s.samples.begin() && !before) {
-          --it;
-          if (it->device == device) before = &*it;
-        }
-        if (!before) continue;
-        const uint64_t gap_before = span.begin_time_ns - std::min(span.begin_time_ns, before->time_ns);
-        const uint64_t gap_inside = win.baseline.time_ns - std::min(win.baseline.time_ns, span.begin_time_ns);
-        if (gap_before < gap_inside) win.baseline = sample_of(*before);
-      }
-    }
-    for (auto& [device, win] : windows) {
-      win.outside_growth_bytes = win.max_outside_bytes - win.baseline.outside_bytes();
-      win.unexplained_growth_bytes = win.max_unexplained_bytes - win.baseline.unexplained_bytes();
-      wt.devices.push_back(win);
-    }
-  }
-
-  // First executions of kernels.
-  for (const State::FirstKernel& k : s.first_kernels) {
-    const std::string range = name_of(s.strings, k.range);
-    add_first_kernel(&t.first_kernels, k.time_ns, range, k.kernel);
-    if (k.wave >= 0 && static_cast<size_t>(k.wave) < waves)
-      add_first_kernel(&t.waves[static_cast<size_t>(k.wave)].first_kernels, k.time_ns, range, k.kernel);
-  }
-
+  t.devices = s.device_infos(level);
+  s.around_peak(level, &t);
+  t.cupti_only_by_source = s.cupti_only_sources();
+  t.waves = s.wave_usage(spans, level);
+  s.add_first_kernels(&t);
   t.modules_loaded = s.modules_loaded;
   t.modules_unloaded = s.modules_unloaded;
   t.module_bytes_loaded = s.module_bytes;
