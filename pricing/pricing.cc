@@ -151,7 +151,7 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     for (size_t h = 0; h < groups.size(); ++h) {
       if (h == g) continue;
       if (position[h] < position[g])
-        held += excess[h].net;  // exact: it ran, its boundaries are gone (below the floor when net < 0)
+        held += std::max<Bytes>(0, excess[h].net);  // not below the floor: see pricing.h
       else if (waiting)
         held += groups[h].waiting_bytes;
     }

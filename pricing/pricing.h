@@ -133,10 +133,11 @@ struct AdapterTerm {
   Bytes moment_bytes = 0;
 };
 //
-// With a known backward order, h holds net_h when it ran before g (below the
-// floor when its gradients are smaller than its boundaries), waiting_h when it
-// runs after: adapter = max_g [extra_g + sum_{h before g} net_h + sum_{h after
-// g} waiting_h], never above the worst order's.
+// With a known backward order, h holds net_h when it ran before g, waiting_h
+// when it runs after: adapter = max_g [extra_g + sum_{h before g} max(0, net_h)
+// + sum_{h after g} waiting_h], never above the worst order's. A run that left
+// less than its boundaries (net_h < 0) is not counted on to have freed them:
+// a trainer's group may keep a boundary alive past its backward.
 AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0,
                          const std::vector<int32_t>& backward_order = {});
 
