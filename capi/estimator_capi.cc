@@ -34,6 +34,7 @@ using psc::pricing::Bytes;
 constexpr size_t kRequestV1 = offsetof(psc_wave_request, gradients_exist) + sizeof(int);
 constexpr size_t kPriceV1 = offsetof(psc_price, extrapolated) + sizeof(int32_t);
 constexpr size_t kRequestV2 = offsetof(psc_wave_request, group_sequence_counts) + sizeof(const size_t*);
+constexpr size_t kRequestV3 = offsetof(psc_wave_request, backward_order_count) + sizeof(size_t);
 constexpr size_t kAdmissionV1 = offsetof(psc_admission, price) + kPriceV1;
 
 class BadInput : public std::exception {
@@ -125,6 +126,12 @@ const psc::WaveRequest& to_request(const psc_wave_request* in, bool with_sequenc
   r.gradients_exist = in->gradients_exist != 0;
   r.groups.clear();
   if (in->size >= kRequestV2 && in->group_count > 0) read_groups(*in, with_sequences, r);
+  r.backward_order.clear();
+  if (in->size >= kRequestV3 && in->backward_order_count > 0) {
+    if (in->backward_order == nullptr)
+      throw BadInput("backward_order: NULL with a count of " + std::to_string(in->backward_order_count));
+    r.backward_order.assign(in->backward_order, in->backward_order + in->backward_order_count);
+  }
   return r;
 }
 
@@ -266,6 +273,8 @@ PSC_EXPORT int psc_calibration_group_split(const psc_wave_request* shape, int64_
                                            size_t count, char* message, size_t message_size) {
   return guarded(message, message_size, [&] {
     const psc::WaveRequest& request = to_request(shape, false);
+    if (!request.backward_order.empty())
+      throw BadInput("backward_order: an admission searches waves in the worst order of their groups; give none");
     if (group_tokens == nullptr) throw BadInput("group_tokens: NULL");
     if (count != request.groups.size())
       throw BadInput("count: " + std::to_string(count) + ", but the shape has " +
@@ -298,6 +307,8 @@ PSC_EXPORT int psc_calibration_admit(const psc_calibration* calibration, const p
                      std::to_string(max_sequence_length));
     const psc::Calibration& c = calibration->calibration;
     const psc::WaveRequest& request = to_request(shape, false);
+    if (!request.backward_order.empty())
+      throw BadInput("backward_order: an admission searches waves in the worst order of their groups; give none");
     const psc::pricing::Admission a = psc::admit_wave(c, request, max_sequence_length, max_tokens, budget_bytes);
     psc_price price{};
     price.size = sizeof(psc_price);

@@ -147,8 +147,14 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   });
   args.flag({"--cold"}, &o.request.cold);
   args.flag({"--gradients-exist"}, &o.request.gradients_exist);
+  args.option({"--backward-order"}, [&](const std::string& name, const std::string& value) {
+    for (const std::string& index : split_list(value))
+      o.request.backward_order.push_back(static_cast<int32_t>(parse_count(name, index)));
+  });
   args.flag({"--json"}, &o.json);
   if (!args.parse(argc, argv)) return false;
+  if (!o.request.backward_order.empty() && o.budget)
+    throw UsageError("--backward-order prices one wave; --budget admits in the worst order of the groups");
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
   if (!o.request.groups.empty()) {
     if (o.tokens) throw UsageError("--groups gives each group's tokens: no --tokens beside it");
@@ -191,7 +197,12 @@ std::string wave_shape(const Json& r) {
       }
       groups += (groups.empty() ? "" : ", ") + g["slot"].get<std::string>() + "=" + size;
     }
-    return fmt::format("{} tokens in groups {}", r["tokens"].get<std::int64_t>(), groups);
+    std::string order;
+    if (r.contains("backward_order"))
+      for (const Json& i : r["backward_order"])
+        order += (order.empty() ? "" : ",") + r["groups"][i.get<size_t>()]["slot"].get<std::string>();
+    return fmt::format("{} tokens in groups {}, backwards {}", r["tokens"].get<std::int64_t>(), groups,
+                       order.empty() ? "in the worst order" : "in the order " + order);
   }
   std::string slots;
   for (const Json& s : r["slots"]) slots += (slots.empty() ? "" : ",") + s.get<std::string>();

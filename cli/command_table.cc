@@ -98,7 +98,8 @@ std::vector<CommandSpec> make_table() {
        {"price PLAN.json [--json] [--budget BYTES] [--report FILE]",
         "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold] [--gradients-exist] "
         "[--rank-shares W,W,...] [--json]",
-        "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--cold] [--gradients-exist] [--json]",
+        "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--backward-order I,J,...] [--cold] "
+        "[--gradients-exist] [--json]",
         "price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N] [--slots A,B] "
         "[--cold] [--gradients-exist] [--rank-shares W,W,...] [--json]",
         "price --calibration CAL.json --budget BYTES --groups SLOT=W,SLOT=W,... [--max-sequence-length L] "
@@ -116,6 +117,9 @@ std::vector<CommandSpec> make_table() {
             "SLOT=N,...",
             "each gradient group's slot and size, in forward order: N tokens or L+L+... "
             "packed sequences (with --budget: relative shares W of the wave)"},
+           {{"--backward-order"},
+            "I,J,...",
+            "the order the groups' backwards run, as their indices in --groups (default: priced in the worst order)"},
            {{"--cold"}, "", "the wave's shape has not run before (its first execution is priced)"},
            {{"--gradients-exist"}, "", "the adapters' gradients exist already: none pending"},
            {{"--max-sequence-length"}, "L", "with --budget: waves packed from sequences of at most L tokens"},

@@ -413,12 +413,17 @@ std::vector<int32_t> checked_order(const std::vector<int32_t>& order, size_t gro
 }  // namespace
 
 void set_backward_order(const Calibration& c, pricing::Plan& plan, const std::vector<int32_t>& order) {
-  pricing::Forward& forward = plan.forwards.back();
-  forward.backward_order = checked_order(order, forward.groups.size());
-  const size_t groups = forward.backward_order.size();
+  const std::vector<int32_t> checked = checked_order(order, plan.forwards.back().groups.size());
+  const size_t groups = checked.size();
   if (groups < 2) return;
+  pricing::Plan known = plan;
+  pricing::Forward& forward = known.forwards.back();
+  forward.backward_order = checked;
   forward.output_bytes += as_bytes((groups - 1) * c.sequence_allowance_bytes);
-  if (!plan.profiled) plan.transient_bytes = as_bytes(static_cast<uint64_t>(plan.transient_bytes) * groups);
+  if (!known.profiled) known.transient_bytes = as_bytes(static_cast<uint64_t>(known.transient_bytes) * groups);
+  // The worst order, as priced without the order, bounds every order: the
+  // allowances never lift a known order above it.
+  if (pricing::price(known).raw_bytes < pricing::price(plan).raw_bytes) plan = std::move(known);
 }
 
 Prediction predict(const Calibration& c, const WaveRequest& request) {

@@ -96,8 +96,9 @@ std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
 // bytes a wave (docs/accuracy.md). In a cold wave what the groups that ran
 // first left of their first execution may still be live, and the allowance
 // was measured in the calibration's orders only: it is charged once per group
-// (without: 0.1% under on the held-out models). Throws PredictError for an
-// order that is not every group's index once.
+// (without: 0.1% under on the held-out models). Where that comes to no less
+// than the worst order's price, the plan stays in the worst order. Throws
+// PredictError for an order that is not every group's index once.
 void set_backward_order(const Calibration& calibration, pricing::Plan& plan, const std::vector<int32_t>& order);
 
 // One forward of groups of `sizes` (in forward order) training `slots` in

@@ -27,6 +27,7 @@ pricing::Json request_to_json(const WaveRequest& r) {
       groups.push_back({{"slot", g.slot}, {"tokens", g.tokens}, {"sequence_lengths", g.sequence_lengths}});
     j["groups"] = std::move(groups);
   }
+  if (!r.backward_order.empty()) j["backward_order"] = r.backward_order;
   return j;
 }
 

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define PSC_ESTIMATOR_ABI_VERSION 2
+#define PSC_ESTIMATOR_ABI_VERSION 3
 
 /* Return codes. */
 #define PSC_OK 0
@@ -68,6 +68,11 @@ typedef struct psc_wave_request {
    * every group one sequence. */
   const int64_t* group_sequence_lengths;
   const size_t* group_sequence_counts;
+  /* Version 3: the order the groups' backwards run, as indices into the
+   * groups, when the trainer fixes it (every index once); NULL or 0: any
+   * order, priced at the worst. Not for psc_calibration_admit. */
+  const int32_t* backward_order;
+  size_t backward_order_count;
 } psc_wave_request;
 
 /* A price, in bytes (pricing/pricing.h Price and Components). */

@@ -86,7 +86,9 @@ class _Request(ctypes.Structure):
                 # version 2: each group's own size
                 ("group_tokens", ctypes.POINTER(ctypes.c_int64)), ("group_count", ctypes.c_size_t),
                 ("group_sequence_lengths", ctypes.POINTER(ctypes.c_int64)),
-                ("group_sequence_counts", ctypes.POINTER(ctypes.c_size_t))]
+                ("group_sequence_counts", ctypes.POINTER(ctypes.c_size_t)),
+                # version 3: the groups' backward order
+                ("backward_order", ctypes.POINTER(ctypes.c_int32)), ("backward_order_count", ctypes.c_size_t)]
 
 
 class _Price(ctypes.Structure):
@@ -294,12 +296,15 @@ class Calibration:
             extrapolated=flags != 0)
         return price
 
-    def price(self, tokens=None, sequences=None, slots=None, cold=False, gradients_exist=False, groups=None):
+    def price(self, tokens=None, sequences=None, slots=None, cold=False, gradients_exist=False, groups=None,
+              backward_order=None):
         """The price of one wave of `tokens` tokens: packed into `sequences` (lengths adding
         up to tokens; None: one sequence), training `slots` in forward order (None: the
         calibration's only slot), one gradient group each, equal parts. Or with `groups`
         (each {"tokens", "slot", "sequence_lengths"}, as peakscope.group() makes them, in
-        forward order): each group at its own size; `tokens`, if given, their sum.
+        forward order): each group at its own size; `tokens`, if given, their sum; and
+        `backward_order`, the groups' indices in the order their backwards run when the
+        trainer fixes it (None: priced in the worst order).
         Raises CalibrationError naming the field it refuses."""
         if groups is not None:
             if sequences is not None or slots is not None:
@@ -308,14 +313,17 @@ class Calibration:
                 return self._with_groups(groups, tokens or 0, cold, gradients_exist,
                                          lambda: self._price_call(self._handle_value(), self._request_ref,
                                                                   self._out_ref, self._message, self._message_size),
-                                         lambda: self._price_of(self._out))
+                                         lambda: self._price_of(self._out), backward_order)
+        if backward_order is not None:
+            raise CalibrationError("backward_order: give the groups it orders (groups=[...])")
         if tokens is None:
             raise CalibrationError("tokens: required (or give groups)")
         with self._lock:
             return self._price(tokens, sequences, slots, cold, gradients_exist)
 
-    def _with_groups(self, groups, tokens, cold, gradients_exist, call, result):
-        """Runs `call` with the request holding `groups`, then puts the request back as it was."""
+    def _with_groups(self, groups, tokens, cold, gradients_exist, call, result, backward_order=None):
+        """Runs `call` with the request holding `groups` (and their backward order), then puts
+        the request back as it was."""
         sizes, slots, lengths, counts = [], [], [], []
         for i, group in enumerate(groups):
             if not isinstance(group, dict) or "tokens" not in group:
@@ -342,6 +350,13 @@ class Calibration:
         request.group_count = len(sizes)
         request.group_sequence_lengths = length_array
         request.group_sequence_counts = count_array
+        if backward_order is not None:
+            order = [int(i) for i in backward_order]
+            if any(not -2**31 <= i < 2**31 for i in order):
+                raise CalibrationError("backward_order: each entry must be a group's index")
+            order_array = (ctypes.c_int32 * max(1, len(order)))(*order)
+            request.backward_order = order_array
+            request.backward_order_count = len(order)
         try:
             rc = call()
             if rc != PSC_OK:
@@ -352,6 +367,8 @@ class Calibration:
             request.group_count = 0
             request.group_sequence_lengths = None
             request.group_sequence_counts = None
+            request.backward_order = None
+            request.backward_order_count = 0
             request.tokens, request.sequence_lengths, request.sequence_count = saved[0], None, 0
 
     def _price(self, tokens, sequences, slots, cold, gradients_exist):

@@ -325,7 +325,11 @@ class GroupsTest(unittest.TestCase):
     def test_text_names_each_group(self):
         result = run("price", "--calibration", self.path, "--groups", "a=8+8,b=100")
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("116 tokens in groups a=8+8, b=100, warm", result.stdout.splitlines()[0])
+        self.assertIn("116 tokens in groups a=8+8, b=100, backwards in the worst order, warm",
+                      result.stdout.splitlines()[0])
+        result = run("price", "--calibration", self.path, "--groups", "a=8+8,b=100", "--backward-order", "1,0")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("backwards in the order b,a", result.stdout.splitlines()[0])
         result = run("price", "--calibration", self.path, "--budget", "1MiB", "--groups", "a=1,b=3")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertRegex(result.stdout, r"split between the groups: a=\d+, b=\d+")
@@ -337,6 +341,36 @@ class GroupsTest(unittest.TestCase):
         self.assertGreater(larger.raw_bytes, small.raw_bytes)
         # The worst order of the backwards is priced, whatever the forward order.
         self.assertEqual(small.raw_bytes, reversed_.raw_bytes)
+
+    def test_a_known_backward_order_is_priced_as_the_command_line_prices_it_and_never_above_the_worst(self):
+        groups = [peakscope.group(20, slot="a"), peakscope.group(90, slot="b")]
+        worst = self.calibration.price(groups=groups)
+        cheaper = 0
+        for order in ([0, 1], [1, 0]):
+            with self.subTest(order=order):
+                price = self.calibration.price(groups=groups, backward_order=order)
+                result = run("price", "--calibration", self.path, "--groups", "a=20,b=90", "--backward-order",
+                             ",".join(map(str, order)), "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                expected = json.loads(result.stdout)
+                self.assertEqual(price.raw_bytes, expected["raw_bytes"])
+                self.assertEqual(expected["request"]["backward_order"], order)
+                self.assertLessEqual(price.raw_bytes, worst.raw_bytes)
+                cheaper += price.raw_bytes < worst.raw_bytes
+        self.assertGreater(cheaper, 0)  # unequal groups: one order holds less than the worst
+
+    def test_a_backward_order_that_is_not_every_group_once_is_refused(self):
+        groups = [peakscope.group(20, slot="a"), peakscope.group(90, slot="b")]
+        for order in ([0], [0, 0], [0, 2], [-1, 0]):
+            with self.subTest(order=order), self.assertRaises(peakscope.CalibrationError) as caught:
+                self.calibration.price(groups=groups, backward_order=order)
+            self.assertIn("backward_order", str(caught.exception))
+        with self.assertRaises(peakscope.CalibrationError):
+            self.calibration.price(tokens=100, backward_order=[0])
+        result = run("price", "--calibration", self.path, "--budget", "1MiB", "--groups", "a=1,b=3",
+                     "--backward-order", "1,0")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--backward-order", result.stderr)
 
     def test_admission_over_a_split(self):
         budget = self.calibration.price(groups=[peakscope.group(30, slot="a"), peakscope.group(90, slot="b")]

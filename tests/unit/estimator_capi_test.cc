@@ -360,6 +360,45 @@ TEST_F(EstimatorCapi, GroupsOfTheirOwnSizes) {
   EXPECT_EQ(split[1], 333);
 }
 
+TEST_F(EstimatorCapi, AGroupsBackwardOrderIsReadFromVersionThree) {
+  char message[256];
+  psc_wave_request r = request(0, "a,b");
+  const int64_t tokens[] = {40, 200};
+  const int32_t order[] = {1, 0};
+  r.group_tokens = tokens;
+  r.group_count = 2;
+  r.backward_order = order;
+  r.backward_order_count = 2;
+  psc_price out = empty_price();
+  ASSERT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_OK) << message;
+  WaveRequest want;
+  want.groups = {{40, {}, "a"}, {200, {}, "b"}};
+  want.backward_order = {1, 0};
+  expect_same(out, predict(expected_, want));
+  // A caller of version 2: its struct ends before the order, which is not read.
+  psc_wave_request v2 = r;
+  v2.size = offsetof(psc_wave_request, group_sequence_counts) + sizeof(const size_t*);
+  ASSERT_EQ(psc_calibration_price(handle_, &v2, &out, message, sizeof message), PSC_OK) << message;
+  want.backward_order.clear();
+  expect_same(out, predict(expected_, want));
+  // An order that is not every group once, a NULL one with a count: refused, naming the field.
+  const int32_t twice[] = {0, 0};
+  r.backward_order = twice;
+  EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
+  EXPECT_EQ(std::string(message).rfind("backward_order[1]", 0), 0u) << message;
+  r.backward_order = nullptr;
+  EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
+  EXPECT_EQ(std::string(message).rfind("backward_order: NULL", 0), 0u) << message;
+  // An admission searches in the worst order: an order is refused there.
+  r.backward_order = order;
+  psc_admission admission{};
+  admission.size = sizeof admission;
+  admission.price.size = sizeof admission.price;
+  EXPECT_EQ(psc_calibration_admit(handle_, &r, 1 << 30, 1 << 20, 0, &admission, message, sizeof message),
+            PSC_BAD_INPUT);
+  EXPECT_EQ(std::string(message).rfind("backward_order", 0), 0u) << message;
+}
+
 TEST_F(EstimatorCapi, OneHandleManyThreads) {
   const char* slots[] = {"a", "b", "a,b", "b,a"};
   std::vector<std::vector<int64_t>> got(4);

