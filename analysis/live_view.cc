@@ -1,5 +1,9 @@
 #include "analysis/live_view.h"
 
+#include <algorithm>
+
+#include "analysis/step_growth.h"
+
 namespace psc {
 
 LiveView::LiveView(const RangeParser& parser) : pass_(parser), ranges_(parser), parser_(parser) {}
@@ -31,7 +35,7 @@ void LiveView::on_events(const Event* events, size_t count, const TraceMeta& met
   size_t deferred = 0;
   for (size_t i = 0; i < count; ++i) deferred += (events[i].flags & kFlagDeferred) != 0;
   if (deferred == 0) {
-    pass_.on_events(events, count, meta);
+    feed(events, count, meta);
     return;
   }
   deferred_ += deferred;
@@ -39,7 +43,32 @@ void LiveView::on_events(const Event* events, size_t count, const TraceMeta& met
   for (size_t i = 0; i < count; ++i)
     if (!(events[i].flags & kFlagDeferred)) kept_.push_back(events[i]);
   pass_.count_withheld(deferred);
-  if (!kept_.empty()) pass_.on_events(kept_.data(), kept_.size(), meta);
+  if (!kept_.empty()) feed(kept_.data(), kept_.size(), meta);
+}
+
+void LiveView::feed(const Event* events, size_t count, const TraceMeta& meta) {
+  size_t from = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Event& e = events[i];
+    if (e.kind != EventKind::kRangePush && e.kind != EventKind::kRangeStart) continue;
+    if (e.name.value >= meta.strings.size() || !parser_.ends_step(meta.string(e.name))) continue;
+    pass_.on_events(events + from, i - from, meta);
+    from = i;
+    take_step(meta);
+  }
+  if (from < count) pass_.on_events(events + from, count - from, meta);
+}
+
+void LiveView::take_step(const TraceMeta& meta) {
+  if (++step_begins_ < 2) return;  // the first step makes the optimizer's state
+  std::unordered_map<uint32_t, uint64_t> bytes;
+  pass_.level(pass_.chosen_level()).replay.for_each_live([&](int16_t, uint64_t, const LiveAllocation& a) {
+    bytes[a.range.value] += a.bytes;
+  });
+  (void)meta;
+  step_bytes_.push_back(std::move(bytes));
+  if (step_bytes_.size() > kGrowthWindow + 1) step_bytes_.erase(step_bytes_.begin());
+  ++steps_taken_;
 }
 
 void LiveView::on_end(const TraceMeta& meta, const ReadStatus& status) {
@@ -80,6 +109,26 @@ LiveSnapshot LiveView::snapshot() const {
     open.range = std::string(meta_.string(range));
     s.open_ranges.push_back(std::move(open));
   });
+  s.steps_compared = steps_taken_;
+  if (step_bytes_.size() >= 2) {
+    const size_t rises = step_bytes_.size() - 1;  // K: at most kGrowthWindow
+    for (const auto& [range, last] : step_bytes_.back()) {
+      bool rose = true;
+      uint64_t first = 0;
+      for (size_t k = step_bytes_.size() - 1 - rises; k + 1 < step_bytes_.size() && rose; ++k) {
+        const auto before = step_bytes_[k].find(range);
+        const auto after = step_bytes_[k + 1].find(range);
+        const uint64_t b = before == step_bytes_[k].end() ? 0 : before->second;
+        const uint64_t a = after == step_bytes_[k + 1].end() ? 0 : after->second;
+        if (k == step_bytes_.size() - 1 - rises) first = b;
+        rose = a > b;
+      }
+      if (rose) s.growing.push_back({std::string(meta_.string(StringId{range})), (last - first) / rises, last});
+    }
+    std::sort(s.growing.begin(), s.growing.end(), [](const LiveSnapshot::Growing& a, const LiveSnapshot::Growing& b) {
+      return a.bytes_per_step > b.bytes_per_step;
+    });
+  }
   const std::vector<WaveSpan>& spans = pass_.waves();
   for (size_t i = 0; i < spans.size() && i < level.waves.size(); ++i) {
     LiveWave w;

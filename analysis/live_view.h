@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -57,6 +58,19 @@ struct LiveSnapshot {
   };
   std::vector<OpenRange> open_ranges;
   std::vector<LiveWave> waves;  // every wave so far, in order
+  // Growth across optimizer steps as the run goes: the live bytes by the
+  // range that made them, taken as each optimizer step begins (from the
+  // second on: the first step makes the optimizer's state); a range is
+  // growing when its bytes rose at each of the last K of these, K =
+  // min(taken - 1, 3), as `report` judges growth at step ends
+  // (analysis/step_growth.h).
+  size_t steps_compared = 0;
+  struct Growing {
+    std::string range;
+    uint64_t bytes_per_step = 0;
+    uint64_t live_bytes = 0;
+  };
+  std::vector<Growing> growing;  // the fastest first
 };
 
 class LiveView : public TraceVisitor {
@@ -77,11 +91,17 @@ class LiveView : public TraceVisitor {
   mutable RangeTable ranges_;
   TraceMeta meta_;
   void note_steps_and_waves(const Event* events, size_t count, const TraceMeta& meta);
+  // The pass fed up to each optimizer step's begin, the live bytes by range taken there.
+  void feed(const Event* events, size_t count, const TraceMeta& meta);
+  void take_step(const TraceMeta& meta);
 
   const RangeParser& parser_;
   std::vector<Event> kept_;  // a batch without its deferred events
   bool step_began_ = true;   // since the last wave began (the trace's start counts)
   std::vector<bool> after_a_wave_;
+  size_t step_begins_ = 0;
+  size_t steps_taken_ = 0;
+  std::vector<std::unordered_map<uint32_t, uint64_t>> step_bytes_;  // the last kGrowthWindow + 1 taken
   uint64_t deferred_ = 0;
   bool ended_ = false;
   ReadStatus end_status_;

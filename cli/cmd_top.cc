@@ -223,6 +223,22 @@ WaveText wave_text(const LiveWave& w, const Pricer& pricer) {
   return t;
 }
 
+// Growth across optimizer steps so far (analysis/live_view.h): the ranges
+// whose live bytes rose step after step, or why nothing is said yet.
+std::vector<std::string> growth_lines(const LiveSnapshot& s) {
+  std::vector<std::string> out;
+  if (s.steps_compared < 2) return out;
+  if (s.growing.empty()) {
+    out.push_back(fmt::format("growth across optimizer steps: nothing grows over {} steps", s.steps_compared));
+    return out;
+  }
+  out.push_back(fmt::format("growth across optimizer steps ({} compared): GROWING", s.steps_compared));
+  for (const LiveSnapshot::Growing& g : s.growing)
+    out.push_back(fmt::format("  {:>12}/step  {:>12} live  {}", mib(g.bytes_per_step), mib(g.live_bytes),
+                              g.range.empty() ? "(no range)" : g.range));
+  return out;
+}
+
 std::vector<std::string> screen_lines(const std::string& path, const FollowStatus& follow, const LiveView& view,
                                       const LiveSnapshot& s, const TopOptions& o, const Pricer& pricer,
                                       double events_per_s, bool final) {
@@ -267,6 +283,7 @@ std::vector<std::string> screen_lines(const std::string& path, const FollowStatu
   const size_t first = s.waves.size() > o.wave_rows ? s.waves.size() - o.wave_rows : 0;
   for (size_t i = first; i < s.waves.size(); ++i) out.push_back(wave_text(s.waves[i], pricer).line);
   if (!pricer.admitted.empty()) out.push_back(pricer.admitted);
+  for (const std::string& l : growth_lines(s)) out.push_back(l);
   return out;
 }
 
@@ -354,6 +371,12 @@ class LinePrinter {
       const WaveText t = wave_text(s.waves[printed_waves_], pricer_);
       std::printf("%s%s\n", prefix.c_str(), t.line.c_str());
     }
+    std::string growing;
+    for (const LiveSnapshot::Growing& g : s.growing) growing += g.range + ";";
+    if (growing != last_growing_) {
+      for (const std::string& l : growth_lines(s)) std::printf("%s%s\n", prefix.c_str(), l.c_str());
+      last_growing_ = growing;
+    }
     if (s.live_bytes != last_live_ || s.peak_bytes != last_peak_) {
       std::printf("%s%s\n", prefix.c_str(),
                   fmt::format("[{}] live {} in {} allocations, peak {}{}; {} events, {}",
@@ -374,6 +397,7 @@ class LinePrinter {
   size_t printed_waves_ = 0;
   uint64_t last_live_ = UINT64_MAX;
   uint64_t last_peak_ = UINT64_MAX;
+  std::string last_growing_;  // the growing ranges last printed
 };
 
 std::string admitted_line(const Calibration& calibration, int64_t budget) {

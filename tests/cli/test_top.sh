@@ -164,7 +164,19 @@ else
   echo "test_top.sh: torchrun checks skipped: no torchrun, or torch has no gloo backend"
 fi
 
-# 6. Bad input: exit 2 with one line saying why.
+# 6. Growth across optimizer steps as the run goes: a planted leak of one
+#    block a step is named with its range and bytes per step; a step without
+#    one flags nothing.
+(cd "$TMP" && "$PEAKSCOPE" top --lines --host -o leak.pstrace --interval 0.2 -- /usr/bin/python3 \
+  "$REPO/workloads/torch/lora_step.py" --steps 4 --layers 4 --tokens 32 --leak-bytes 65536 >leak.txt 2>&1)
+expect 'grep -qE "64\.00 KiB/step .* train/leaky_cache$" "$TMP/leak.txt"' \
+  "the planted leak was not found with its range: $(grep -i growth "$TMP/leak.txt" | head -n 3)"
+(cd "$TMP" && "$PEAKSCOPE" top --lines --host -o steady.pstrace --interval 0.2 -- /usr/bin/python3 \
+  "$REPO/workloads/torch/lora_step.py" --steps 4 --layers 4 --tokens 32 >steady.txt 2>&1)
+expect 'grep -q "growth across optimizer steps: nothing grows over 3 steps" "$TMP/steady.txt" && ! grep -q GROWING "$TMP/steady.txt"' \
+  "steady steps were flagged, or not compared: $(grep -i growth "$TMP/steady.txt" | head -n 3)"
+
+# 7. Bad input: exit 2 with one line saying why.
 "$PEAKSCOPE" top >"$TMP/bad.txt" 2>&1
 status=$?
 expect '[ $status -eq 2 ] && grep -q "no trace to follow" "$TMP/bad.txt"' "top without a trace or command"
