@@ -17,7 +17,9 @@ BUILD="$(realpath "${PSC_BUILD_DIR:-build}")"
 PEAKSCOPE="$BUILD/peakscope"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-status=0
+# The test's verdict: 1 once a check failed (`finish` and `exit $PSC_STATUS`
+# end with it). Its own name keeps it apart from a test's `status=$?`.
+PSC_STATUS=0
 checks=0
 failures=0
 
@@ -27,7 +29,7 @@ check() {
   else
     echo "not ok ${SUBJECT}: $1"
     [ -n "${3:-}" ] && [ -f "$3" ] && sed 's/^/    /' "$3" | head -n 12
-    status=1
+    PSC_STATUS=1
   fi
 }
 
@@ -36,7 +38,7 @@ expect() {
     checks=$((checks + 1))
   else
     failures=$((failures + 1))
-    status=1
+    PSC_STATUS=1
     echo "FAIL: ${SUBJECT}: $2"
   fi
 }
@@ -44,7 +46,7 @@ expect() {
 # The last line of a test of `expect`s, and its exit status.
 finish() {
   echo "$(basename "$0"): $checks checks passed, $failures failed"
-  exit "$status"
+  exit "$PSC_STATUS"
 }
 
 # Tests that need PyTorch say so and pass when it is not there.

@@ -30,7 +30,6 @@ BUILD_REL="$(realpath --relative-to=. "$BUILD")"
 ROOT="$TMP/root"
 WORK="$TMP/work"
 mkdir -p "$WORK"
-status=0
 
 
 # The installed programs, run in $WORK with nothing of the repository in reach
@@ -257,4 +256,4 @@ find "$ROOT" ! -type d >>"$TMP/uninstall.log"
 [ $rc = 0 ] && [ -z "$(find "$ROOT" ! -type d)" ] && [ ! -e "$ROOT/usr/include/peakscope" ] &&
   [ ! -e "$ROOT$PYDIR/peakscope" ] && ok=0 || ok=1
 check "make uninstall DESTDIR=... PREFIX=/usr leaves no file (of $(wc -l <"$TMP/installed.list") installed)" $ok "$TMP/uninstall.log"
-exit $status
+exit $PSC_STATUS

@@ -32,4 +32,4 @@ check "the report compares its optimizer steps and finds nothing growing" $?
 # Folded layers: one row for the identical layers, one for the layer at the peak.
 grep -qE '^ +0-30 ' "$TMP/run.txt"
 check "identical layers share one row of the report's layer table" $?
-exit $status
+exit $PSC_STATUS

@@ -107,4 +107,4 @@ check "peakscope version with an argument: exit 2, named" $ok "$TMP/extra"
 [ "$(head -n 1 "$TMP/man")" = ".TH PEAKSCOPE 1 \"\" \"peakscope $wanted\" \"User Commands\"" ] && grep -qx ".SS version" "$TMP/man" &&
   ok=0 || ok=1
 check "peakscope help --man: the man page of this version, with the version command" $ok "$TMP/man"
-exit $status
+exit $PSC_STATUS
