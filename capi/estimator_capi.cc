@@ -273,8 +273,6 @@ PSC_EXPORT int psc_calibration_group_split(const psc_wave_request* shape, int64_
                                            size_t count, char* message, size_t message_size) {
   return guarded(message, message_size, [&] {
     const psc::WaveRequest& request = to_request(shape, false);
-    if (!request.backward_order.empty())
-      throw BadInput("backward_order: an admission searches waves in the worst order of their groups; give none");
     if (group_tokens == nullptr) throw BadInput("group_tokens: NULL");
     if (count != request.groups.size())
       throw BadInput("count: " + std::to_string(count) + ", but the shape has " +
@@ -307,8 +305,6 @@ PSC_EXPORT int psc_calibration_admit(const psc_calibration* calibration, const p
                      std::to_string(max_sequence_length));
     const psc::Calibration& c = calibration->calibration;
     const psc::WaveRequest& request = to_request(shape, false);
-    if (!request.backward_order.empty())
-      throw BadInput("backward_order: an admission searches waves in the worst order of their groups; give none");
     const psc::pricing::Admission a = psc::admit_wave(c, request, max_sequence_length, max_tokens, budget_bytes);
     psc_price price{};
     price.size = sizeof(psc_price);

@@ -153,8 +153,8 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   });
   args.flag({"--json"}, &o.json);
   if (!args.parse(argc, argv)) return false;
-  if (!o.request.backward_order.empty() && o.budget)
-    throw UsageError("--backward-order prices one wave; --budget admits in the worst order of the groups");
+  if (!o.request.backward_order.empty() && o.request.groups.empty())
+    throw UsageError("--backward-order orders the groups of --groups");
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
   if (!o.request.groups.empty()) {
     if (o.tokens) throw UsageError("--groups gives each group's tokens: no --tokens beside it");

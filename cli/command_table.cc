@@ -102,8 +102,8 @@ std::vector<CommandSpec> make_table() {
         "[--gradients-exist] [--json]",
         "price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N] [--slots A,B] "
         "[--cold] [--gradients-exist] [--rank-shares W,W,...] [--json]",
-        "price --calibration CAL.json --budget BYTES --groups SLOT=W,SLOT=W,... [--max-sequence-length L] "
-        "[--max-tokens N] [--cold] [--gradients-exist] [--json]"},
+        "price --calibration CAL.json --budget BYTES --groups SLOT=W,SLOT=W,... [--backward-order I,J,...] "
+        "[--max-sequence-length L] [--max-tokens N] [--cold] [--gradients-exist] [--json]"},
        "the price of a wave from a plan, or of a wave nobody recorded from a calibration (docs/pricing.md)",
        {
            {{"--json"}, "", "print JSON"},

@@ -70,7 +70,8 @@ typedef struct psc_wave_request {
   const size_t* group_sequence_counts;
   /* Version 3: the order the groups' backwards run, as indices into the
    * groups, when the trainer fixes it (every index once); NULL or 0: any
-   * order, priced at the worst. Not for psc_calibration_admit. */
+   * order, priced at the worst. For psc_calibration_admit, every width is
+   * priced in that order. */
   const int32_t* backward_order;
   size_t backward_order_count;
 } psc_wave_request;

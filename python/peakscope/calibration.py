@@ -401,11 +401,12 @@ class Calibration:
         return self._price_of(self._out)
 
     def admit(self, budget_bytes, slots=None, cold=False, gradients_exist=False, max_tokens=1 << 20,
-              max_sequence_length=0, groups=None):
+              max_sequence_length=0, groups=None, backward_order=None):
         """The largest wave (1..max_tokens tokens) whose required bytes fit `budget_bytes`,
         packed into sequences of at most `max_sequence_length` tokens (0: one sequence).
         With `groups` (each {"tokens", "slot"}), the groups' tokens are relative shares of
-        the wave: the admission's group_tokens say how the admitted wave splits."""
+        the wave: the admission's group_tokens say how the admitted wave splits; with
+        `backward_order`, every width is priced in that order of the groups' backwards."""
         budget_bytes = _int64("budget_bytes", int(budget_bytes))
         max_tokens = _int64("max_tokens", int(max_tokens))
         max_sequence_length = _int64("max_sequence_length", int(max_sequence_length))
@@ -417,7 +418,9 @@ class Calibration:
                                          lambda: self._admit_call(self._handle_value(), self._request_ref, budget_bytes,
                                                                   max_tokens, max_sequence_length,
                                                                   self._admission_ref, self._message, MESSAGE_BYTES),
-                                         self._admission_with_split)
+                                         self._admission_with_split, backward_order)
+        if backward_order is not None:
+            raise CalibrationError("backward_order: give the groups it orders (groups=[...])")
         with self._lock:
             self._set_shape(slots, cold, gradients_exist)
             rc = self._admit_call(self._handle_value(), self._request_ref, budget_bytes, max_tokens,

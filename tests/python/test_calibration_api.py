@@ -367,10 +367,31 @@ class GroupsTest(unittest.TestCase):
             self.assertIn("backward_order", str(caught.exception))
         with self.assertRaises(peakscope.CalibrationError):
             self.calibration.price(tokens=100, backward_order=[0])
-        result = run("price", "--calibration", self.path, "--budget", "1MiB", "--groups", "a=1,b=3",
-                     "--backward-order", "1,0")
+        result = run("price", "--calibration", self.path, "--tokens", "100", "--backward-order", "0")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--backward-order", result.stderr)
+
+    def test_admission_in_a_known_backward_order_admits_at_least_the_worst_orders_wave(self):
+        shares = [peakscope.group(1, slot="a"), peakscope.group(3, slot="b")]
+        budget = self.calibration.price(groups=[peakscope.group(30, slot="a"), peakscope.group(90, slot="b")]
+                                        ).required_bytes
+        worst = self.calibration.admit(budget, groups=shares)
+        for order in ([0, 1], [1, 0]):
+            with self.subTest(order=order):
+                known = self.calibration.admit(budget, groups=shares, backward_order=order)
+                self.assertGreaterEqual(known.tokens, worst.tokens)
+                self.assertLessEqual(known.price.required_bytes, budget)
+                result = run("price", "--calibration", self.path, "--budget", str(budget), "--groups", "a=1,b=3",
+                             "--backward-order", ",".join(map(str, order)), "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                expected = json.loads(result.stdout)
+                self.assertEqual(expected["admitted_tokens"], known.tokens)
+                self.assertEqual(expected["price"]["request"]["backward_order"], order)
+                # The admitted wave priced on its own, in the same order, is the admission's price.
+                a, b = known.group_tokens
+                alone = self.calibration.price(groups=[peakscope.group(a, slot="a"), peakscope.group(b, slot="b")],
+                                               backward_order=order)
+                self.assertEqual(alone.required_bytes, known.price.required_bytes)
 
     def test_admission_over_a_split(self):
         budget = self.calibration.price(groups=[peakscope.group(30, slot="a"), peakscope.group(90, slot="b")]

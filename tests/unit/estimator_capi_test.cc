@@ -389,14 +389,21 @@ TEST_F(EstimatorCapi, AGroupsBackwardOrderIsReadFromVersionThree) {
   r.backward_order = nullptr;
   EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(std::string(message).rfind("backward_order: NULL", 0), 0u) << message;
-  // An admission searches in the worst order: an order is refused there.
+  // An admission prices every width in the order given, as admit_wave does.
   r.backward_order = order;
   psc_admission admission{};
   admission.size = sizeof admission;
   admission.price.size = sizeof admission.price;
-  EXPECT_EQ(psc_calibration_admit(handle_, &r, 1 << 30, 1 << 20, 0, &admission, message, sizeof message),
-            PSC_BAD_INPUT);
-  EXPECT_EQ(std::string(message).rfind("backward_order", 0), 0u) << message;
+  const int64_t budget = 1 << 20;
+  ASSERT_EQ(psc_calibration_admit(handle_, &r, budget, 1 << 16, 0, &admission, message, sizeof message), PSC_OK)
+      << message;
+  WaveRequest shape;
+  shape.groups = {{40, {}, "a"}, {200, {}, "b"}};
+  shape.backward_order = {1, 0};
+  const pricing::Admission in_order = admit_wave(expected_, shape, 0, 1 << 16, budget);
+  EXPECT_EQ(admission.admitted_tokens, in_order.tokens);
+  shape.backward_order.clear();
+  EXPECT_GE(admission.admitted_tokens, admit_wave(expected_, shape, 0, 1 << 16, budget).tokens);
 }
 
 TEST_F(EstimatorCapi, OneHandleManyThreads) {
