@@ -82,18 +82,19 @@ class LiveView : public TraceVisitor {
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
 
   LiveSnapshot snapshot() const;
-  const TraceMeta& meta() const { return meta_; }
+  const TraceMeta& meta() const { return *meta_; }
   bool ended() const { return ended_; }
   const ReadStatus& end_status() const { return end_status_; }
 
  private:
   PeakPass pass_;
   mutable RangeTable ranges_;
-  TraceMeta meta_;
-  void note_steps_and_waves(const Event* events, size_t count, const TraceMeta& meta);
-  // The pass fed up to each optimizer step's begin, the live bytes by range taken there.
+  // The reader's, not a copy (a batch's copy would cost the string table each
+  // time): a TraceFollower keeps it for as long as it follows.
+  static inline const TraceMeta kNoMeta{};
+  const TraceMeta* meta_ = &kNoMeta;
   void feed(const Event* events, size_t count, const TraceMeta& meta);
-  void take_step(const TraceMeta& meta);
+  void take_step();
 
   const RangeParser& parser_;
   std::vector<Event> kept_;  // a batch without its deferred events

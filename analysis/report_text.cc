@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "analysis/device_usage_report.h"
 #include "analysis/report_json.h"
@@ -210,25 +212,19 @@ std::string number_set(std::vector<int64_t> numbers) {
 
 std::vector<RangeRow> fold_ranges(const std::vector<LiveGroup>& groups) {
   std::vector<RangeRow> rows;
+  // A row by what folds into it: pattern, size, count and category.
+  std::map<std::tuple<std::string, uint64_t, uint64_t, Category>, size_t> row_of;
   for (const LiveGroup& g : groups) {
     std::string before, after;
     int64_t number = 0;
     const bool numbered = !g.cupti_only && split_number(g.range, before, after, number);
     const std::string pattern = numbered ? before + '\x01' + after : g.range;
-    RangeRow* into = nullptr;
+    size_t row = rows.size();
     if (!g.cupti_only)
-      for (RangeRow& r : rows)
-        if (r.pattern == pattern && !r.first->cupti_only && r.first->bytes == g.bytes &&
-            r.first->allocations == g.allocations && r.first->category == g.category) {
-          into = &r;
-          break;
-        }
-    if (!into) {
-      rows.push_back({&g, pattern, {}, {}});
-      into = &rows.back();
-    }
-    if (numbered) into->numbers.push_back(number);
-    into->layers.push_back(g.layer);
+      row = row_of.try_emplace({pattern, g.bytes, g.allocations, g.category}, rows.size()).first->second;
+    if (row == rows.size()) rows.push_back({&g, pattern, {}, {}});
+    if (numbered) rows[row].numbers.push_back(number);
+    rows[row].layers.push_back(g.layer);
   }
   return rows;
 }

@@ -146,6 +146,15 @@ void print_margin(const Calibration& c) {
   for (const std::string& line : m.evidence) fmt::print("  {}\n", line);
 }
 
+// A trace recorded with a host size floor is refused, naming it, unless
+// --allow-host-floor accepts it.
+void refuse_host_floors(const std::vector<Liveness>& traces, const CalibrateOptions& o) {
+  if (o.allow_host_floor) return;
+  for (const Liveness& t : traces)
+    if (const std::string problem = host_floor_problem(t); !problem.empty())
+      throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
+}
+
 // The calibration of `traces` with its margin; `warnings` (host floors
 // accepted) go into it. Throws CalibrationError when the waves cannot make one.
 Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions& o, bool quiet) {
@@ -157,10 +166,10 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
       if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
       warnings.push_back(note);
     }
+  refuse_host_floors(traces, o);
   for (const Liveness& t : traces) {
     const std::string problem = host_floor_problem(t);
     if (problem.empty()) continue;
-    if (!o.allow_host_floor) throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
     if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
     warnings.push_back(problem);
   }
@@ -287,9 +296,7 @@ int cmd_calibrate(int argc, char** argv) {
       o.traces.size(), threads, [&](size_t i) { return analyze_liveness(o.traces[i]); },
       [](size_t) { progress_advance(1); });
   progress_done();
-  for (const Liveness& t : traces)
-    if (const std::string problem = host_floor_problem(t); !problem.empty() && !o.allow_host_floor)
-      throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
+  refuse_host_floors(traces, o);  // before the waves are printed
   for (const Liveness& t : traces) print_waves(t);
   const Calibration calibration = calibrate_from(traces, o, false);
   write_atomically(o.out, calibration_text(calibration));

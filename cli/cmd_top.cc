@@ -41,6 +41,7 @@
 #include "cli/args.h"
 #include "cli/command_table.h"
 #include "cli/commands.h"
+#include "cli/recorder_library.h"
 #include "common/bytes.h"
 #include "estimator/calibration.h"
 #include "estimator/predict.h"
@@ -100,11 +101,9 @@ struct TopOptions {
 // ---- the command top records --------------------------------------------------
 
 std::string self_path() {
-  char buffer[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
-  if (n <= 0) throw UsageError("cannot find the peakscope executable (/proc/self/exe)");
-  buffer[n] = 0;
-  return buffer;
+  const std::string path = executable_path();
+  if (path.empty()) throw UsageError("cannot find the peakscope executable (/proc/self/exe)");
+  return path;
 }
 
 // `peakscope record -o OUTPUT ... -- CMD`, its output in `log`, in its own
@@ -358,7 +357,7 @@ bool want_screen(const TopOptions& o) {
 // Line mode: a line per wave that ended, a status line when memory moved.
 class LinePrinter {
  public:
-  LinePrinter(const TopOptions& o, const Pricer& pricer) : options_(o), pricer_(pricer) {}
+  explicit LinePrinter(const Pricer& pricer) : pricer_(pricer) {}
 
   // `label`: the trace's path, when several are followed (prefixes each line).
   void update(const LiveSnapshot& s, const FollowStatus& follow, const std::string& label = {}) {
@@ -391,7 +390,6 @@ class LinePrinter {
   }
 
  private:
-  const TopOptions& options_;
   const Pricer& pricer_;
   bool header_ = false;
   size_t printed_waves_ = 0;
@@ -534,7 +532,7 @@ int cmd_top(int argc, char** argv) {
       for (const std::string& p : discover(path, folder, child > 0))
         if (known.insert(p).second) {
           members.push_back(std::make_unique<Member>(p));
-          members.back()->lines = std::make_unique<LinePrinter>(o, pricer);
+          members.back()->lines = std::make_unique<LinePrinter>(pricer);
         }
       bool all_over = !members.empty();
       uint64_t events = 0;

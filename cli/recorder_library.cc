@@ -13,12 +13,17 @@
 
 namespace psc::cli {
 
-std::string executable_directory() {
+std::string executable_path() {
   char buffer[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return "";
   buffer[n] = 0;
-  const std::string path(buffer);
+  return buffer;
+}
+
+std::string executable_directory() {
+  const std::string path = executable_path();
+  if (path.empty()) return ".";
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }

@@ -25,7 +25,9 @@ struct PreloadSearch {
   bool from_environment = false;   // named by $PEAKSCOPE_PRELOAD
 };
 
-// The folder of the running executable (/proc/self/exe), "." when unknown.
+// The running executable (/proc/self/exe), "" when unknown.
+std::string executable_path();
+// Its folder, "." when unknown.
 std::string executable_directory();
 
 // Where the recorder library is, and where it was looked for.
