@@ -4,7 +4,7 @@
 # `record --host` trace exports host memory as device 0, with a warning, in a
 # file where every alloc lies in a live segment (what memory_viz's Allocator
 # State History needs); a trace with nothing a snapshot shows is exit 2; the
-# real PyTorch snapshot in ../shared/data/pytorch-snapshots/ (when it is there)
+# real PyTorch snapshot named by PEAKSCOPE_TORCH_SNAPSHOT (when there is one)
 # imports to memory_viz's peak. Each prints "ok NAME" / "not ok NAME".
 #
 #   tests/cli/test_torch_snapshot.sh            uses build/peakscope
@@ -69,13 +69,15 @@ ok=1
 [ $rc = 2 ] && grep -q "nothing to export as a memory snapshot" "$TMP/err" && [ ! -e "$TMP/empty.out.pickle" ] && ok=0
 check "torch-snapshot: a trace with nothing a snapshot shows is exit 2, no file" $ok
 
-REAL=../shared/data/pytorch-snapshots/MAGMA27_assignment2-systems_memory_snapshot.pickle
-if [ -f "$REAL" ]; then
+# The public snapshot MAGMA27/assignment2-systems memory_snapshot.pickle (commit
+# 15883f2b, MIT), where PEAKSCOPE_TORCH_SNAPSHOT names a copy of it.
+REAL=${PEAKSCOPE_TORCH_SNAPSHOT:-}
+if [ -n "$REAL" ] && [ -f "$REAL" ]; then
   "$PSC" import "$REAL" --from torch-snapshot -o "$TMP/real.pstrace" >/dev/null 2>"$TMP/err"
   ok=1
   "$PSC" report "$TMP/real.pstrace" 2>"$TMP/err" | grep -q "^peak .*(13923997700 bytes)" && ok=0
   check "torch-snapshot: the real PyTorch snapshot peaks at memory_viz's 13,923,997,700 bytes" $ok
 else
-  echo "ok torch-snapshot: real snapshot # skip: $REAL is not here"
+  echo "ok torch-snapshot: real snapshot # skip: PEAKSCOPE_TORCH_SNAPSHOT names no file (${REAL:-unset})"
 fi
 exit $status
