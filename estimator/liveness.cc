@@ -659,6 +659,10 @@ void groups_of(const WavePayload& p, WaveLiveness* w) {
   }
   if (sum != w->tokens) return;
   w->group_list = std::move(out);
+  // A wave of one group in the list form is packed as its group is (the
+  // payload may give the packing there only).
+  if (w->group_list.size() == 1 && w->sequence_lengths.empty())
+    w->sequence_lengths = w->group_list.front().sequence_lengths;
   if (w->slots.empty())
     for (const WaveLiveness::Group& g : w->group_list)
       if (!g.slot.empty()) w->slots.push_back(g.slot);

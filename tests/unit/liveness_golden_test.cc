@@ -587,6 +587,33 @@ TEST(LivenessGolden, EachGroupsRunHoldsWhatAWaveOfOneGroupOfItsSizeHolds) {
   }
 }
 
+TEST(LivenessGolden, AWaveOfOneListedGroupIsPackedAsItsGroup) {
+  // The list form of "groups" with one group may give the packing only there
+  // (peakscope.wave(groups=[peakscope.group(40, "a", [10, 30])])): the wave is
+  // packed as its group, so calibration fits it at its own squares, not as
+  // one sequence of 40.
+  TempTrace trace("listed-one");
+  {
+    SyntheticTrace t(trace.path);
+    t.wave_begin(
+        kMain,
+        R"({"tokens": 40, "slots": ["a"], "groups": [{"tokens": 40, "slot": "a", "sequence_lengths": [10, 30]}]})");
+    t.push(kMain, "backward/layer.0");
+    t.alloc(kMain, 0x1000, 4096);
+    t.free(kMain, 0x1000);
+    t.pop(kMain);
+    t.wave_end(kMain);
+    t.close();
+  }
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.waves.size(), 1u);
+  const WaveLiveness& w = l.waves[0];
+  ASSERT_EQ(w.group_list.size(), 1u);
+  EXPECT_EQ(w.sequence_lengths, (std::vector<int64_t>{10, 30}));
+  EXPECT_EQ(w.size().square_tokens, 10.0 * 10 + 30.0 * 30);
+  EXPECT_EQ(w.size().sequences, 2.0);
+}
+
 TEST(LivenessGolden, RunsWithoutTheBackwardOrderAreMatchedBySize) {
   TempTrace two("g3");
   write_two_groups(two.path, {{10, 30}}, false);  // a count of groups: equal parts assumed by the payload
