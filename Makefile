@@ -50,7 +50,10 @@ layer_dir = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(ARCHIVE_DIRS))),$(1))
 layer_srcs = $(filter-out cli/main.cc,$(call sources_under,$(call layer_dir,$(1))))
 READ_SRCS := $(foreach l,$(LAYERS),$(call layer_srcs,$(l)))
 SUPPORT_SRCS   := $(wildcard tests/support/*.cc)
-UNIT_SRCS      := $(wildcard tests/unit/*.cc)
+# Unit tests (in process, by subject) and end-to-end tests (they run the
+# recorder, the CLI or other programs), each one gtest binary.
+UNIT_SRCS      := $(call sources_under,tests/unit)
+E2E_SRCS       := $(call sources_under,tests/end_to_end)
 BENCH_SRCS     := $(wildcard tests/bench/*.cc)
 PROGRAM_SRCS   := $(wildcard tests/programs/*.cc)
 
@@ -59,6 +62,7 @@ obj = $(patsubst %.cc,$(BUILD)/$(1)/%.o,$(2))
 PRELOAD_OBJS   := $(call obj,preload,$(PRELOAD_SRCS))
 SUPPORT_OBJS   := $(call obj,lib,$(SUPPORT_SRCS))
 UNIT_OBJS      := $(call obj,lib,$(UNIT_SRCS)) $(SUPPORT_OBJS)
+E2E_OBJS       := $(call obj,lib,$(E2E_SRCS)) $(SUPPORT_OBJS)
 BENCH_OBJS     := $(call obj,lib,$(BENCH_SRCS)) $(SUPPORT_OBJS)
 PROGRAMS       := $(patsubst tests/programs/%.cc,$(BUILD)/programs/%,$(PROGRAM_SRCS))
 
@@ -67,6 +71,7 @@ PRELOAD := $(BUILD)/libpeakscope_preload.so
 LIBS    := $(foreach l,$(LAYERS),$(BUILD)/lib/libpsc_$(l).a)
 CLI     := $(BUILD)/peakscope
 UNIT    := $(BUILD)/unit_tests
+E2E     := $(BUILD)/end_to_end_tests
 BENCH   := $(BUILD)/benchmarks
 # The calibrated predictor behind a C ABI (include/peakscope/estimator.h),
 # for Python through ctypes: exports the psc_calibration_* functions only.
@@ -76,7 +81,7 @@ CAPI_MAP := capi/peakscope_estimator.map
 CAPI_LIB := $(BUILD)/libpeakscope_estimator.so
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: FORCE all deps deps-torch deps-viewers deps-install run test unit integration python-tests bench lint docs format \
+.PHONY: FORCE all deps deps-torch deps-viewers deps-install run test unit end-to-end bench lint docs format \
         clean install uninstall
 all: $(PRELOAD) $(CLI) $(CAPI_LIB) $(PROGRAMS) all-extra
 
@@ -96,7 +101,7 @@ deps-install:
 	@tools/ensure-deps install
 
 # The real programs the viewer tests open exports with: Chromium, protoc,
-# Nsight Systems (tests/html, tests/unit/export_perfetto_test.cc, tests/nsys).
+# Nsight Systems (tests/html, tests/end_to_end/exchange/export_perfetto_test.cc, tests/nsys).
 deps-viewers:
 	@tools/ensure-deps viewers
 	@tools/ensure-deps nsys
@@ -175,6 +180,10 @@ $(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS)
 	$(call say,LINK,$@)
 	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
 
+$(E2E): $(E2E_OBJS) $(LIBS)
+	$(call say,LINK,$@)
+	$(CXX) -o $@ $(E2E_OBJS) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
+
 $(BENCH): $(BENCH_OBJS) $(LIBS)
 	$(call say,LINK,$@)
 	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lz -lpthread
@@ -231,11 +240,14 @@ uninstall:
 run: all deps-torch
 	@tools/run-default
 
-test: all $(UNIT) $(TEST_EXTRA) deps-torch deps-viewers deps-install
+test: all $(UNIT) $(E2E) $(TEST_EXTRA) deps-torch deps-viewers deps-install
 	@tools/run-tests
 
 unit: $(UNIT)
 	$(UNIT)
+
+end-to-end: all $(E2E)
+	$(E2E)
 
 bench: all $(BENCH)
 	@tools/run-bench

@@ -1,5 +1,5 @@
 # CUDA test clients: ordinary programs linked against the runtime (or the
-# driver) by soname, run by tests/unit/cuda_*_test.cc under the recorder with
+# driver) by soname, run by tests/end_to_end/cuda/cuda_*_test.cc under the recorder with
 # LD_LIBRARY_PATH pointing at the test doubles in $(BUILD)/fakes.
 CUDA_CLIENT_DIR   := $(BUILD)/cuda
 # cudaGetDriverEntryPoint is deprecated in CUDA 13 and still what PyTorch calls.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the torch memory snapshot fixtures of tests/unit/import_torch_snapshot_test.cc.
+"""Writes the torch memory snapshot fixtures of tests/end_to_end/exchange/import_torch_snapshot_test.cc.
 
     tests/golden/make_torch_snapshot.py tests/golden
 
@@ -18,7 +18,7 @@ torch_snapshot_p2.pickle and torch_snapshot_p5.pickle, and
 torch_snapshot_evil.pickle, whose REDUCE would run os.system if unpickled by
 Python: peakscope must refuse it without running anything.
 
-The realistic fixtures of tests/unit/torch_snapshot_viz_test.cc come from a small
+The realistic fixtures of tests/end_to_end/exchange/torch_snapshot_viz_test.cc come from a small
 model of CUDACachingAllocator's bookkeeping (CachingAllocator below: block
 rounding to 512 bytes, the small and large pools, best fit, splitting,
 coalescing, empty_cache, record_stream's deferred free_completed, and

@@ -1,6 +1,6 @@
 // A program that does to its descriptors and its children what daemons,
 // shells and launchers do, with counts known exactly, for the tests that the
-// recorder never damages the program it records (tests/unit/recorder_lifecycle_test.cc).
+// recorder never damages the program it records (tests/end_to_end/recorder/recorder_lifecycle_test.cc).
 // Every "pair" is one posix_memalign of 4096 bytes and its free: two events
 // under `peakscope record --host`. Usage:
 //   fd_child_pattern own-log LOG LINES      close fds 3..63 (where a trace's descriptor would be), open LOG

@@ -1,12 +1,12 @@
 # `make sanitize`: sanitizers on everything that is not injected.
-#  - ASan + UBSan: the unit tests of traces/, estimator/, cli/ (the recorder
+#  - ASan + UBSan: the unit and end-to-end tests in one binary (the recorder
 #    tests inside still run the real, unsanitized preload, as in production)
 #  - TSan: the runtime's lock-free code linked directly into a stress program
 .PHONY: sanitize
 SAN_DIR := $(BUILD)/sanitize
 SAN_ASAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_LIB_SRCS := $(READ_SRCS) $(SUPPORT_SRCS) $(CAPI_SRC)
-SAN_ASAN_OBJS := $(patsubst %.cc,$(SAN_DIR)/asan/%.o,$(SAN_LIB_SRCS) $(UNIT_SRCS))
+SAN_ASAN_OBJS := $(patsubst %.cc,$(SAN_DIR)/asan/%.o,$(SAN_LIB_SRCS) $(UNIT_SRCS) $(E2E_SRCS))
 SAN_TSAN_SRCS := $(wildcard runtime/*.cc) $(wildcard format/*.cc) traces/reader.cc common/input_file.cc tests/sanitize/recorder_stress.cc
 
 $(SAN_DIR)/asan/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)

@@ -1,7 +1,7 @@
 // The nvcc-built reference workload (workloads/cuda/lora_workload.cu): its math on the
 // host, and its real loading path (fat binary registration, kernel launches
 // through the runtime) against the test doubles under the recorder.
-#include "tests/unit/cuda_support.h"
+#include "tests/end_to_end/cuda/cuda_support.h"
 
 namespace psc::cuda_test {
 namespace {

@@ -10,7 +10,7 @@
 #include "pricing/plan.h"
 #include "pricing/pricing.h"
 #include "tests/support/pricing_oracle.h"
-#include "tests/unit/pricing_cases.h"
+#include "tests/unit/pricing/pricing_cases.h"
 
 namespace psc::pricing {
 namespace {

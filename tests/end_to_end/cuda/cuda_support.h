@@ -1,4 +1,4 @@
-// Shared by the CUDA integration tests (tests/unit/cuda_*_test.cc): run a
+// Shared by the CUDA integration tests (tests/end_to_end/cuda/cuda_*_test.cc): run a
 // client from $(BUILD)/cuda under the preloaded recorder against the test
 // doubles in $(BUILD)/fakes, then read back the trace, the doubles' own counts
 // and what the client printed.

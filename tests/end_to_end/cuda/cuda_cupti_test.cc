@@ -6,7 +6,7 @@
 // there, taken by another tool, older, or off.
 #include <nlohmann/json.hpp>
 
-#include "tests/unit/cuda_support.h"
+#include "tests/end_to_end/cuda/cuda_support.h"
 
 namespace psc::cuda_test {
 namespace {

@@ -8,7 +8,7 @@
 #include "pricing/admission.h"
 #include "pricing/plan.h"
 #include "pricing/price_json.h"
-#include "tests/unit/pricing_cases.h"
+#include "tests/unit/pricing/pricing_cases.h"
 
 namespace psc::pricing {
 namespace {

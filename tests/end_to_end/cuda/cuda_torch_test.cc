@@ -3,7 +3,7 @@
 // path, the two functions looked up by name, PyTorch's signatures).
 #include <algorithm>
 
-#include "tests/unit/cuda_support.h"
+#include "tests/end_to_end/cuda/cuda_support.h"
 
 namespace psc::cuda_test {
 namespace {

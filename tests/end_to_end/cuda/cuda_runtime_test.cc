@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "tests/unit/cuda_support.h"
+#include "tests/end_to_end/cuda/cuda_support.h"
 
 namespace psc::cuda_test {
 namespace {
