@@ -9,7 +9,7 @@ accuracy: all deps-torch
 # `make accuracy-groups`: the same for waves of several gradient groups (2 or
 # 3 slots, equal and unequal, both backward orders, up to 3x beyond the
 # calibrated sizes), calibrated on waves of several groups and on waves of
-# one; 10 random models (tools/accuracy-groups), about 5 minutes on 2 cores.
+# one; 10 random models (tools/accuracy-groups), about a minute on 2 cores.
 .PHONY: accuracy-groups
 accuracy-groups: all deps-torch
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) tools/accuracy-groups

@@ -43,6 +43,7 @@ import torch  # noqa: E402
 
 import peakscope  # noqa: E402
 import random_models  # noqa: E402
+from training import end_run, train_steps  # noqa: E402
 
 
 def parse_arguments(argv=None):
@@ -120,21 +121,10 @@ def run_groups(arguments, out=sys.stdout):
           f"backend {peakscope.get_backend().name}, threads {torch.get_num_threads()}", file=out)
     seen = set()
     started = time.perf_counter()
-    steps = 0
-    for step in range(arguments.steps):
-        for index, wave in enumerate(waves):
-            run_group_wave(models, spec, step, index, wave, seen, out)
-            if not spec.model.accumulate:
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                steps += 1
-        if spec.model.accumulate:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            steps += 1
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+    steps = train_steps(arguments.steps, waves,
+                        lambda step, index, wave: run_group_wave(models, spec, step, index, wave, seen, out),
+                        optimizer, spec.model.accumulate)
+    end_run(annotations)
     print(f"  {arguments.steps * len(waves)} waves in {steps} optimizer steps, "
           f"{time.perf_counter() - started:.2f} s", file=out)
     return 0
@@ -159,21 +149,11 @@ def run(arguments, out=sys.stdout):
           f"backend {peakscope.get_backend().name}, threads {torch.get_num_threads()}", file=out)
     seen = set()
     started = time.perf_counter()
-    steps = 0
-    for step in range(arguments.steps):
-        for index, lengths in enumerate(waves):
-            run_wave(model, spec, arguments, step, index, lengths, seen, out)
-            if not spec.accumulate:
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                steps += 1
-        if spec.accumulate:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            steps += 1
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+    steps = train_steps(arguments.steps, waves,
+                        lambda step, index, lengths: run_wave(model, spec, arguments, step, index, lengths, seen,
+                                                              out),
+                        optimizer, spec.accumulate)
+    end_run(annotations)
     print(f"  {arguments.steps * len(waves)} waves in {steps} optimizer steps, "
           f"{time.perf_counter() - started:.2f} s", file=out)
     return 0

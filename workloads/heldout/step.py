@@ -25,6 +25,7 @@ import torch  # noqa: E402
 
 import peakscope  # noqa: E402
 from models import MODELS, build_model  # noqa: E402
+from training import end_run, train_steps  # noqa: E402
 
 
 def _integers(parser, option, text, separator):
@@ -103,29 +104,26 @@ def run(arguments, out=sys.stdout):
           f"{sum(p.numel() for p in model.adapter_parameters())}; "
           f"backend {peakscope.get_backend().name}, threads {arguments.threads}", file=out)
     seen = set()
+
+    def run_wave(step, index, lengths):
+        tokens = sum(lengths)
+        shape = tuple(lengths)
+        cold = shape not in seen
+        seen.add(shape)
+        ids, targets = batch(arguments, step, index, lengths, sizes["vocab"])
+        wave_started = time.perf_counter()
+        with peakscope.wave(tokens=tokens, slots=[arguments.slot], groups=1, cold=cold,
+                            sequence_lengths=list(lengths)):
+            loss = model(ids, targets, lengths)
+            loss.backward()
+        seconds = time.perf_counter() - wave_started
+        print(f"  step {step} wave {index}: tokens {tokens:5d} sequences "
+              f"{'+'.join(str(n) for n in lengths)} cold {'yes' if cold else 'no'} "
+              f"loss {float(loss):.3f} {seconds:.3f} s", file=out)
+
     started = time.perf_counter()
-    for step in range(arguments.steps):
-        for index, lengths in enumerate(arguments.waves):
-            tokens = sum(lengths)
-            shape = tuple(lengths)
-            cold = shape not in seen
-            seen.add(shape)
-            ids, targets = batch(arguments, step, index, lengths, sizes["vocab"])
-            wave_started = time.perf_counter()
-            with peakscope.wave(tokens=tokens, slots=[arguments.slot], groups=1, cold=cold,
-                                sequence_lengths=list(lengths)):
-                loss = model(ids, targets, lengths)
-                loss.backward()
-            seconds = time.perf_counter() - wave_started
-            print(f"  step {step} wave {index}: tokens {tokens:5d} sequences "
-                  f"{'+'.join(str(n) for n in lengths)} cold {'yes' if cold else 'no'} "
-                  f"loss {float(loss):.3f} {seconds:.3f} s", file=out)
-            del loss
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+    train_steps(arguments.steps, arguments.waves, run_wave, optimizer)
+    end_run(annotations)
     print(f"  {arguments.steps * len(arguments.waves)} waves in {arguments.steps} steps, "
           f"{time.perf_counter() - started:.2f} s", file=out)
     return 0

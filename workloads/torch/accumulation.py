@@ -8,7 +8,20 @@ zero_grad(set_to_none=True); everything is annotated with peakscope.
 import torch
 
 import peakscope
-from wave_args import parse_tokens  # noqa: F401  (the workloads import it from here)
+from wave_args import parse_tokens, workload_parser  # noqa: F401  (the workloads import them from here)
+
+
+def end_step(optimizer):
+    """An optimizer step's end: AdamW's step, then zero_grad(set_to_none=True)."""
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def end_run(annotations):
+    """Writes what is buffered and takes the annotations off again."""
+    peakscope.flush()
+    for annotation in annotations:
+        annotation.remove()
 
 
 def train_accumulating(model, trainable, steps, tokens, seed, vocab=128):
@@ -27,9 +40,6 @@ def train_accumulating(model, trainable, steps, tokens, seed, vocab=128):
                 loss.backward()
             print(f"step {step} tokens {count} cold {cold}: loss {float(loss):.3f}")
             del loss
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+        end_step(optimizer)
+    end_run(annotations)
     return 0

@@ -11,7 +11,6 @@ zero_grad(set_to_none=True) per step.
     build/peakscope record --host -o moe.pstrace -- /usr/bin/python3 workloads/torch/lora_moe.py
 """
 
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from accumulation import parse_tokens, train_accumulating  # noqa: E402
+from accumulation import parse_tokens, train_accumulating, workload_parser  # noqa: E402
 from lora_model import BlockwiseCausalAttention, DecoderLayer, LoRADecoder, LoRALinear  # noqa: E402
 
 
@@ -64,12 +63,9 @@ class MoELayer(DecoderLayer):
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2)
+    parser = workload_parser(__doc__, layers=8)
     parser.add_argument("--tokens", default="48,256")
-    parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--experts", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
     arguments.tokens = parse_tokens(parser, arguments.tokens)
     return arguments

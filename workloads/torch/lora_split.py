@@ -10,7 +10,6 @@ are warm.
     build/peakscope record --host -o split.pstrace -- /usr/bin/python3 workloads/torch/lora_split.py
 """
 
-import argparse
 import os
 import sys
 
@@ -21,22 +20,16 @@ sys.path.insert(0, _HERE)
 import torch  # noqa: E402
 
 import peakscope  # noqa: E402
+from accumulation import end_run, end_step  # noqa: E402
 from lora_model import LoRADecoder  # noqa: E402
+from wave_args import parse_children, workload_parser  # noqa: E402
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2)
+    parser = workload_parser(__doc__)
     parser.add_argument("--waves", default="96+160,40+24+64")
-    parser.add_argument("--layers", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
-    try:
-        arguments.waves = [[int(t) for t in wave.split("+")] for wave in arguments.waves.split(",") if wave]
-    except ValueError:
-        parser.error("--waves: comma-separated waves of '+'-joined token counts")
-    if not arguments.waves or min(min(w) for w in arguments.waves) < 2:
-        parser.error("--waves: every child needs at least 2 tokens")
+    arguments.waves = parse_children(parser, arguments.waves)
     return arguments
 
 
@@ -63,11 +56,8 @@ def main(argv=None):
                 loss.backward()
             print(f"step {step} children {children} cold {cold}: loss {float(loss):.3f}")
             del loss
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+        end_step(optimizer)
+    end_run(annotations)
     return 0
 
 

@@ -11,7 +11,6 @@ AdamW and zero_grad(set_to_none=True) per step.
     build/peakscope record --host -o tied.pstrace -- /usr/bin/python3 workloads/torch/lora_tied.py
 """
 
-import argparse
 import os
 import sys
 
@@ -21,16 +20,13 @@ sys.path.insert(0, _HERE)
 
 import torch  # noqa: E402
 
-from accumulation import parse_tokens, train_accumulating  # noqa: E402
+from accumulation import parse_tokens, train_accumulating, workload_parser  # noqa: E402
 from lora_model import LoRADecoder  # noqa: E402
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2)
+    parser = workload_parser(__doc__)
     parser.add_argument("--tokens", default="48,256")
-    parser.add_argument("--layers", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
     arguments.tokens = parse_tokens(parser, arguments.tokens)
     return arguments

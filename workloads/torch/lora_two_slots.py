@@ -12,7 +12,6 @@ end with AdamW over both slots and zero_grad(set_to_none=True).
     build/peakscope record --host -o two.pstrace -- /usr/bin/python3 workloads/torch/lora_two_slots.py
 """
 
-import argparse
 import copy
 import os
 import sys
@@ -24,20 +23,18 @@ sys.path.insert(0, _HERE)
 import torch  # noqa: E402
 
 import peakscope  # noqa: E402
+from accumulation import end_run, end_step, workload_parser  # noqa: E402
 from lora_model import LoRADecoder  # noqa: E402
 
 
 def parse_arguments(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2)
+    parser = workload_parser(__doc__)
     parser.add_argument("--tokens", default="64,256", help="tokens of each wave (both groups together)")
     parser.add_argument("--share-a", type=float, default=0.5,
                         help="slot a's share of each wave's tokens (default 0.5: halves)")
     parser.add_argument("--order", choices=("ab", "ba", "alternate"), default="alternate")
-    parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--rank", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
     arguments.tokens = [int(t) for t in arguments.tokens.split(",") if t.strip()]
     if not arguments.tokens or min(arguments.tokens) < 4:
@@ -85,11 +82,8 @@ def main(argv=None):
             print(f"step {step} tokens {tokens} order {order} cold {cold}: "
                   f"loss a {float(losses['a']):.3f} b {float(losses['b']):.3f}")
             del losses
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    peakscope.flush()
-    for annotation in annotations:
-        annotation.remove()
+        end_step(optimizer)
+    end_run(annotations)
     return 0
 
 
