@@ -110,7 +110,7 @@ deps-viewers:
 # The pricing fingerprint that reports carry (pricing/pricing_fingerprint.h),
 # from the tokens of the sources that decide a price. The tool rewrites the
 # header only when the value changes, so a comment edit rebuilds nothing.
-FINGERPRINT_SRCS := $(sort $(filter-out pricing/report_replay.% pricing/pricing_fingerprint.h,$(wildcard pricing/*.cc pricing/*.h)))
+FINGERPRINT_SRCS := $(sort $(filter-out pricing/saved_price.% pricing/pricing_fingerprint.h,$(wildcard pricing/*.cc pricing/*.h)))
 FINGERPRINT_H    := $(GENERATED)/pricing/fingerprint_value.h
 $(FINGERPRINT_H): $(FINGERPRINT_SRCS) tools/pricing-fingerprint FORCE | $(DEPS_STAMP)
 	@$(PYTHON) tools/pricing-fingerprint --header $@ $(FINGERPRINT_SRCS)

@@ -23,7 +23,7 @@
 #include "pricing/plan.h"
 #include "pricing/price_json.h"
 #include "pricing/pricing_fingerprint.h"
-#include "pricing/report_replay.h"
+#include "pricing/saved_price.h"
 
 namespace psc::cli {
 namespace {
@@ -371,7 +371,7 @@ int cmd_price(int argc, char** argv) {
   } catch (const pricing::PlanError& e) {
     throw UsageError(fmt::format("{}: {}", plan_path, e.what()));
   }
-  if (report_path) write_json_file(*report_path, pricing::make_report(plan, budget, result));
+  if (report_path) write_json_file(*report_path, pricing::make_saved_price(plan, budget, result));
 
   if (json_output) {
     fmt::print("{}\n", result.dump(2));
@@ -403,7 +403,7 @@ int cmd_replay(int argc, char** argv) {
     const Json report = read_json_file(path);
     pricing::Replay replay;
     try {
-      replay = pricing::replay_report(report, allow_drift);
+      replay = pricing::replay_saved_price(report, allow_drift);
     } catch (const pricing::PlanError& e) {
       throw UsageError(fmt::format("{}: {}", path, e.what()));
     }

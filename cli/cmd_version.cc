@@ -21,7 +21,7 @@
 #include "format/file_format.h"
 #include "peakscope/estimator.h"
 #include "peakscope/peakscope.h"
-#include "pricing/report_replay.h"
+#include "pricing/saved_price.h"
 
 namespace psc::cli {
 namespace {
@@ -87,7 +87,7 @@ int cmd_version(int argc, char** argv) {
              versions(format::kOldestReadVersion, format::kVersion));
   fmt::print("calibration format (calibrate -o): writes v{}, reads {}\n", kCalibrationVersion,
              versions(kOldestCalibrationVersion, kCalibrationVersion));
-  fmt::print("saved price reports (price --report): writes v{0}, reads v{0}\n", pricing::kReportVersion);
+  fmt::print("saved price reports (price --report): writes v{0}, reads v{0}\n", pricing::kSavedPriceVersion);
   fmt::print("estimator C ABI (libpeakscope_estimator.so): version {}\n", PSC_ESTIMATOR_ABI_VERSION);
   print_library(find_preload_library());
   return kExitOk;

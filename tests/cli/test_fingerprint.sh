@@ -7,7 +7,7 @@ set -u
 cd "$(dirname "$0")/../.."
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-sources=$(ls pricing/*.cc pricing/*.h | grep -v -e report_replay -e pricing_fingerprint.h | sort)
+sources=$(ls pricing/*.cc pricing/*.h | grep -v -e saved_price -e pricing_fingerprint.h | sort)
 
 fingerprint() {  # fingerprint DIR: of the sources as they are under DIR
   (cd "$1" && "$OLDPWD/tools/pricing-fingerprint" $sources)

@@ -8,7 +8,7 @@
 #include "common/json_file.h"
 #include "pricing/plan.h"
 #include "pricing/price_json.h"
-#include "pricing/report_replay.h"
+#include "pricing/saved_price.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {std::optional<psc::pricing::Bytes>(), std::optional<psc::pricing::Bytes>(uint64_t{80} << 30)}) {
     try {
       const psc::pricing::Json result = psc::pricing::evaluate_plan(plan, budget);
-      (void)psc::pricing::make_report(plan, budget, result).dump();
+      (void)psc::pricing::make_saved_price(plan, budget, result).dump();
     } catch (const psc::pricing::PlanError&) {
     }
   }

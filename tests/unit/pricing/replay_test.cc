@@ -6,7 +6,7 @@
 
 #include "pricing/price_json.h"
 #include "pricing/pricing_fingerprint.h"
-#include "pricing/report_replay.h"
+#include "pricing/saved_price.h"
 
 namespace psc::pricing {
 namespace {
@@ -25,14 +25,14 @@ const char* kAdmissionPlan = R"({"safety_factor": 1.25, "transient_bytes": 64, "
 // A report as a file holds it: written out and read back.
 Json report_for(const char* plan_text, std::optional<Bytes> budget) {
   const Json plan = Json::parse(plan_text);
-  return Json::parse(make_report(plan, budget, evaluate_plan(plan, budget)).dump());
+  return Json::parse(make_saved_price(plan, budget, evaluate_plan(plan, budget)).dump());
 }
 
 TEST(Replay, FreshReportsReplayClean) {
   const Json report = report_for(kPlan, std::nullopt);
   EXPECT_EQ(report["estimator_fingerprint"], std::string(kEstimatorFingerprint));
   EXPECT_EQ(report["price"]["components"]["adapter_gradient"], 120);  // see PricingModel's worst-order case
-  const Replay replay = replay_report(report, false);
+  const Replay replay = replay_saved_price(report, false);
   EXPECT_TRUE(replay.ok());
   EXPECT_FALSE(replay.source_drift);
   EXPECT_TRUE(replay.mismatches.empty());
@@ -41,7 +41,7 @@ TEST(Replay, FreshReportsReplayClean) {
   EXPECT_EQ(admission["budget_bytes"], 20000);
   EXPECT_TRUE(admission.contains("admission"));
   EXPECT_FALSE(admission.contains("price"));
-  EXPECT_TRUE(replay_report(admission, false).ok());
+  EXPECT_TRUE(replay_saved_price(admission, false).ok());
 }
 
 TEST(Replay, NamesEveryChangedComponent) {
@@ -49,7 +49,7 @@ TEST(Replay, NamesEveryChangedComponent) {
   report["price"]["components"]["adapter_gradient"] = 119;
   report["price"]["peak_layer"] = 0;
   report["price"]["components"]["adapter_gradient_slots"] = Json::array({"a"});
-  const Replay replay = replay_report(report, false);
+  const Replay replay = replay_saved_price(report, false);
   EXPECT_FALSE(replay.ok());
   ASSERT_EQ(replay.mismatches.size(), 3u);
   EXPECT_EQ(replay.mismatches[0].component, "price.components.adapter_gradient");
@@ -65,7 +65,7 @@ TEST(Replay, ChangedPlanShowsUpInTheFigures) {
   // (a, then b's 40) gives 119. raw is unchanged: only a per-component comparison
   // sees that the plan changed.
   report["plan"]["groups"][0]["boundary_bytes"][1] = 11;
-  const Replay replay = replay_report(report, false);
+  const Replay replay = replay_saved_price(report, false);
   std::vector<std::string> names;
   for (const Mismatch& m : replay.mismatches) names.push_back(m.component);
   EXPECT_EQ(names, (std::vector<std::string>{"price.components.retained", "price.components.adapter_gradient"}));
@@ -76,7 +76,7 @@ TEST(Replay, AdmissionMismatchesAreNamed) {
   const std::int64_t tokens = report["admission"]["admitted_tokens"].get<std::int64_t>();
   ASSERT_GT(tokens, 0);
   report["admission"]["admitted_tokens"] = tokens + 1;
-  const Replay replay = replay_report(report, false);
+  const Replay replay = replay_saved_price(report, false);
   ASSERT_EQ(replay.mismatches.size(), 1u);
   EXPECT_EQ(replay.mismatches[0].component, "admission.admitted_tokens");
 }
@@ -85,7 +85,7 @@ TEST(Replay, MissingAndExtraFiguresAreMismatches) {
   Json report = report_for(kPlan, std::nullopt);
   report["price"].erase("peak_group");
   report["price"]["components"]["surprise"] = 1;
-  const Replay replay = replay_report(report, false);
+  const Replay replay = replay_saved_price(report, false);
   ASSERT_EQ(replay.mismatches.size(), 2u);
   EXPECT_EQ(replay.mismatches[0].component, "price.components.surprise");
   EXPECT_EQ(replay.mismatches[0].repriced, "absent");
@@ -96,23 +96,23 @@ TEST(Replay, MissingAndExtraFiguresAreMismatches) {
 TEST(Replay, RefusesSourceDriftUnlessAllowed) {
   Json report = report_for(kPlan, std::nullopt);
   report["estimator_fingerprint"] = "fnv1a64:0123456789abcdef";
-  const Replay refused = replay_report(report, false);
+  const Replay refused = replay_saved_price(report, false);
   EXPECT_TRUE(refused.refused);
   EXPECT_TRUE(refused.source_drift);
   EXPECT_FALSE(refused.ok());
-  const Replay allowed = replay_report(report, true);
+  const Replay allowed = replay_saved_price(report, true);
   EXPECT_FALSE(allowed.refused);
   EXPECT_TRUE(allowed.source_drift);
   EXPECT_TRUE(allowed.ok());
   // Drift allowed still checks the figures.
   report["price"]["raw_bytes"] = 1;
-  EXPECT_FALSE(replay_report(report, true).ok());
+  EXPECT_FALSE(replay_saved_price(report, true).ok());
 }
 
 TEST(Replay, RefusesWhatIsNotAReport) {
   auto field_of = [](const Json& report) -> std::string {
     try {
-      replay_report(report, false);
+      replay_saved_price(report, false);
     } catch (const PlanError& e) {
       return e.field();
     }
@@ -129,7 +129,7 @@ TEST(Replay, RefusesWhatIsNotAReport) {
   wrong_kind["report"] = "something else";
   EXPECT_EQ(field_of(wrong_kind), "report");
   Json future = good;
-  future["version"] = kReportVersion + 1;
+  future["version"] = kSavedPriceVersion + 1;
   EXPECT_EQ(field_of(future), "version");
   Json no_result = good;
   no_result.erase("price");

@@ -1,4 +1,4 @@
-#include "pricing/report_replay.h"
+#include "pricing/saved_price.h"
 
 #include <fmt/format.h>
 
@@ -43,10 +43,10 @@ std::vector<Mismatch> compare_results(const Json& reported, const Json& repriced
   return out;
 }
 
-Json make_report(const Json& plan, std::optional<Bytes> budget_bytes, const Json& result) {
+Json make_saved_price(const Json& plan, std::optional<Bytes> budget_bytes, const Json& result) {
   Json report = Json::object();
-  report["report"] = kReportKind;
-  report["version"] = kReportVersion;
+  report["report"] = kSavedPriceKind;
+  report["version"] = kSavedPriceVersion;
   report["estimator_fingerprint"] = kEstimatorFingerprint;
   report["plan"] = plan;
   if (budget_bytes) report["budget_bytes"] = *budget_bytes;
@@ -54,15 +54,15 @@ Json make_report(const Json& plan, std::optional<Bytes> budget_bytes, const Json
   return report;
 }
 
-Replay replay_report(const Json& report, bool allow_source_drift) {
+Replay replay_saved_price(const Json& report, bool allow_source_drift) {
   if (!report.is_object()) throw PlanError("(top level)", "a report must be a JSON object");
   auto kind = report.find("report");
-  if (kind == report.end() || *kind != kReportKind) {
-    throw PlanError("report", fmt::format("must be \"{}\" (is this a price report?)", kReportKind));
+  if (kind == report.end() || *kind != kSavedPriceKind) {
+    throw PlanError("report", fmt::format("must be \"{}\" (is this a price report?)", kSavedPriceKind));
   }
   auto version = report.find("version");
-  if (version == report.end() || !version->is_number_integer() || *version != kReportVersion) {
-    throw PlanError("version", fmt::format("this build reads report version {} only", kReportVersion));
+  if (version == report.end() || !version->is_number_integer() || *version != kSavedPriceVersion) {
+    throw PlanError("version", fmt::format("this build reads report version {} only", kSavedPriceVersion));
   }
   auto fingerprint = report.find("estimator_fingerprint");
   if (fingerprint == report.end() || !fingerprint->is_string()) {

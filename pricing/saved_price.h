@@ -1,7 +1,10 @@
-// Price reports and their replay. A report holds the plan as given, the budget
-// (admission only), every figure the estimator printed, and the fingerprint of the
-// estimator source that printed them. Replaying re-prices the plan through the
-// same entry point and names every figure that differs.
+// Saved prices and their replay (`price PLAN --report FILE`, `replay FILE`;
+// the file's kind is "peakscope-price-report"). Not the trace report of
+// `peakscope report` (analysis/report_*): a saved price holds the plan as
+// given, the budget (admission only), every figure the estimator printed, and
+// the fingerprint of the estimator source that printed them. Replaying
+// re-prices the plan through the same entry point and names every figure that
+// differs.
 #pragma once
 
 #include <optional>
@@ -13,11 +16,11 @@
 
 namespace psc::pricing {
 
-constexpr std::string_view kReportKind = "peakscope-price-report";
-constexpr int kReportVersion = 1;
+constexpr std::string_view kSavedPriceKind = "peakscope-price-report";
+constexpr int kSavedPriceVersion = 1;
 
 // `result` is what evaluate_plan() returned for `plan` and `budget_bytes`.
-Json make_report(const Json& plan, std::optional<Bytes> budget_bytes, const Json& result);
+Json make_saved_price(const Json& plan, std::optional<Bytes> budget_bytes, const Json& result);
 
 struct Mismatch {
   std::string component;  // e.g. "price.components.adapter_gradient"
@@ -35,7 +38,7 @@ struct Replay {
 
 // Throws PlanError (field names start with the report's own keys, e.g.
 // "plan.groups[0].slot") when the report is not one this build can read.
-Replay replay_report(const Json& report, bool allow_source_drift);
+Replay replay_saved_price(const Json& report, bool allow_source_drift);
 
 // Every leaf (and every array, as a whole) that differs, named by its path.
 std::vector<Mismatch> compare_results(const Json& reported, const Json& repriced, const std::string& path);
