@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace psc::test_support {
@@ -25,6 +27,21 @@ inline int run_shell(const std::string& command) {
   if (status == -1) return -1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + WTERMSIG(status);
+}
+
+// What the end-to-end tests run: the built CLI and recorder library.
+inline std::string cli() { return build_dir() + "/peakscope"; }
+inline std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
+
+// Runs a shell command (run_shell), the name the recorder tests read best with.
+inline int run(const std::string& command) { return run_shell(command); }
+
+// A whole file's bytes; "" when it cannot be read.
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 // A fresh directory under /tmp, removed with everything in it.

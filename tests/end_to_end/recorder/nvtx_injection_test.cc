@@ -27,18 +27,13 @@ namespace {
 namespace fs = std::filesystem;
 
 using test_support::build_dir;
+using test_support::cli;
+using test_support::preload;
+using test_support::run;
 using test_support::Scratch;
-std::string cli() { return build_dir() + "/peakscope"; }
-std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
+using test_support::slurp;
 std::string program() { return build_dir() + "/nvtx/nvtx_program"; }
 std::string fake_tool() { return build_dir() + "/nvtx/libpsc_nvtx_fake_tool.so"; }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 struct Outcome {
   int status = -1;

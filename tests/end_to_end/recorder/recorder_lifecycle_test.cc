@@ -28,20 +28,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_support::build_dir;
+using test_support::cli;
+using test_support::preload;
+using test_support::run;
 using test_support::Scratch;
+using test_support::slurp;
 
-std::string cli() { return build_dir() + "/peakscope"; }
 std::string program() { return build_dir() + "/programs/host_pattern"; }
-std::string preload() { return build_dir() + "/libpeakscope_preload.so"; }
-
-int run(const std::string& command) { return test_support::run_shell(command); }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // `peakscope record --host -o TRACE -- host_pattern ARGS`, stderr kept in ERR.
 int record(const Scratch& s, const std::string& args, const std::string& env = "") {

@@ -23,12 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_support::build_dir;
+using test_support::cli;
+using test_support::preload;
+using test_support::run;
 using test_support::Scratch;
+using test_support::slurp;
 
-std::string cli() { return build_dir() + "/peakscope"; }
 std::string program() { return build_dir() + "/programs/host_pattern"; }
-
-int run(const std::string& command) { return test_support::run_shell(command); }
 
 int record(const std::string& trace, const std::string& args, const std::string& env = "") {
   return run(env + " " + cli() + " record --host -o " + trace + " -- " + program() + " " + args + " 2>/dev/null");
