@@ -412,10 +412,11 @@ std::vector<int32_t> checked_order(const std::vector<int32_t>& order, size_t gro
 
 }  // namespace
 
-void set_backward_order(const Calibration& c, pricing::Plan& plan, const std::vector<int32_t>& order) {
+std::optional<pricing::Price> set_backward_order(const Calibration& c, pricing::Plan& plan,
+                                                 const std::vector<int32_t>& order) {
   const std::vector<int32_t> checked = checked_order(order, plan.forwards.back().groups.size());
   const size_t groups = checked.size();
-  if (groups < 2) return;
+  if (groups < 2) return std::nullopt;
   pricing::Plan known = plan;
   pricing::Forward& forward = known.forwards.back();
   forward.backward_order = checked;
@@ -423,7 +424,11 @@ void set_backward_order(const Calibration& c, pricing::Plan& plan, const std::ve
   if (!known.profiled) known.transient_bytes = as_bytes(static_cast<uint64_t>(known.transient_bytes) * groups);
   // The worst order, as priced without the order, bounds every order: the
   // allowances never lift a known order above it.
-  if (pricing::price(known).raw_bytes < pricing::price(plan).raw_bytes) plan = std::move(known);
+  pricing::Price known_price = pricing::price(known);
+  pricing::Price worst_price = pricing::price(plan);
+  if (known_price.raw_bytes >= worst_price.raw_bytes) return worst_price;
+  plan = std::move(known);
+  return known_price;
 }
 
 Prediction predict(const Calibration& c, const WaveRequest& request) {
@@ -434,8 +439,8 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));
-  set_backward_order(c, p.plan, request.backward_order);
-  p.price = pricing::price(p.plan);
+  std::optional<pricing::Price> priced = set_backward_order(c, p.plan, request.backward_order);
+  p.price = priced ? std::move(*priced) : pricing::price(p.plan);
   return p;
 }
 

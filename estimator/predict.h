@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -97,9 +98,12 @@ std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
 // first left of their first execution may still be live, and the allowance
 // was measured in the calibration's orders only: it is charged once per group
 // (without: 0.1% under on the held-out models). Where that comes to no less
-// than the worst order's price, the plan stays in the worst order. Throws
-// PredictError for an order that is not every group's index once.
-void set_backward_order(const Calibration& calibration, pricing::Plan& plan, const std::vector<int32_t>& order);
+// than the worst order's price, the plan stays in the worst order. Returns the
+// price of the plan it leaves, when it priced one (an order of two groups or
+// more), so that a caller need not price it again. Throws PredictError for an
+// order that is not every group's index once.
+std::optional<pricing::Price> set_backward_order(const Calibration& calibration, pricing::Plan& plan,
+                                                 const std::vector<int32_t>& order);
 
 // One forward of groups of `sizes` (in forward order) training `slots` in
 // order. `live_at_start` (per layer) is what is known to be live of the
