@@ -1,20 +1,41 @@
 # Shared by the tests in tests/cli/ (each sources it: . tests/cli/lib.sh):
 # the scratch folder, the peakscope under test, and the two ways a test says
 # how its checks went, both of which tools/run-tests counts:
-#   check NAME STATUS [FILE]   "ok SUBJECT: NAME", or "not ok SUBJECT: NAME"
-#                              and FILE's first lines, for a check that
-#                              reads better as a statement of what holds;
+#   check NAME STATUS [FILE...] "ok SUBJECT: NAME", or "not ok SUBJECT: NAME"
+#                              and the first lines of each FILE (each line
+#                              headed by the file's name when there are
+#                              several), for a check that reads better as a
+#                              statement of what holds;
 #   expect CONDITION WHY       evaluates CONDITION; when it fails, a line
 #                              "FAIL: SUBJECT: WHY"; `finish` then prints
 #                              "NAME: N checks passed, M failed".
 # A message with $(...) in it runs before the condition, so conditions read
 # exit statuses saved in variables, never $?.
-# SUBJECT is the test's name (set it before sourcing: SUBJECT=top).
+# Beside them:
+#   run ARGS...                runs peakscope ARGS: its stdout in $TMP/out,
+#                              its stderr in $TMP/err, its exit status in $rc
+#                              (check NAME STATUS "$TMP/out" "$TMP/err" shows
+#                              both when the check fails);
+#   relay STATUS               for checks that another program printed as its
+#                              own "ok" / "not ok" lines: its exit status,
+#                              when not 0, fails this test too (no line of its
+#                              own, so a failure is counted once);
+#   need_torch                 passes (exit 0, one line saying so) when
+#                              PyTorch is not importable.
+# SUBJECT is the test's name (set it before sourcing: SUBJECT=top); a test
+# of two subjects may set it again between its parts (SUBJECT=report).
+# The peakscope under test is ${PSC_BUILD_DIR:-build}/peakscope, or the one
+# PEAKSCOPE names (PEAKSCOPE=path/to/peakscope tests/cli/test_args.sh); a
+# relative path in either is taken from the repository's root.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 REPO="$PWD"
 BUILD="$(realpath "${PSC_BUILD_DIR:-build}")"
-PEAKSCOPE="$BUILD/peakscope"
+if [ -n "${PEAKSCOPE:-}" ]; then
+  PEAKSCOPE="$(realpath "$PEAKSCOPE")"
+else
+  PEAKSCOPE="$BUILD/peakscope"
+fi
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 # The test's verdict: 1 once a check failed (`finish` and `exit $PSC_STATUS`
@@ -28,7 +49,15 @@ check() {
     echo "ok ${SUBJECT}: $1"
   else
     echo "not ok ${SUBJECT}: $1"
-    [ -n "${3:-}" ] && [ -f "$3" ] && sed 's/^/    /' "$3" | head -n 12
+    local file
+    for file in "${@:3}"; do
+      [ -f "$file" ] || continue
+      if [ $# -gt 3 ]; then
+        sed "s|^|    $(basename "$file"): |" "$file" | head -n 12
+      else
+        sed 's/^/    /' "$file" | head -n 12
+      fi
+    done
     PSC_STATUS=1
   fi
 }
@@ -47,6 +76,15 @@ expect() {
 finish() {
   echo "$(basename "$0"): $checks checks passed, $failures failed"
   exit "$PSC_STATUS"
+}
+
+run() {
+  "$PEAKSCOPE" "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+}
+
+relay() {
+  [ "$1" = 0 ] || PSC_STATUS=1
 }
 
 # Tests that need PyTorch say so and pass when it is not there.
