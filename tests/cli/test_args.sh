@@ -3,43 +3,22 @@
 # --help print its usage on stdout and exit 0; an unknown option and an option
 # without its value exit 2 with a first stderr line that names the option.
 #
-#   tests/cli/test_args.sh            uses build/peakscope
+#   tests/cli/test_args.sh            uses ${PSC_BUILD_DIR:-build}/peakscope
 #   PEAKSCOPE=path/to/peakscope tests/cli/test_args.sh
-set -u
-cd "$(dirname "$0")/../.."
-PSC="${PEAKSCOPE:-build/peakscope}"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+SUBJECT=args
+. "$(dirname "$0")/lib.sh"
 TRACE=tests/golden/fixture.pstrace
 PLAN=tests/cli/price/design.json
 CAL=tests/cli/price/fixture.calibration.json
-status=0
-
-# run ARGS...: peakscope's stdout to $TMP/out, stderr to $TMP/err, exit code in $rc
-run() {
-  "$PSC" "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-}
-
-report() {  # report NAME OK: one line, and what peakscope said when it failed
-  if [ "$2" = 1 ]; then
-    echo "ok $1"
-  else
-    echo "not ok $1 (exit $rc)"
-    sed 's/^/    stdout: /' "$TMP/out" | head -n 5
-    sed 's/^/    stderr: /' "$TMP/err" | head -n 5
-    status=1
-  fi
-}
 
 # help CMD ARGS...: ARGS (ending in -h or --help) print "usage: peakscope CMD" on stdout, nothing on stderr
 help() {
   local cmd=$1
   shift
   run "$@"
-  local ok=0
-  [ "$rc" -eq 0 ] && [ ! -s "$TMP/err" ] && head -n 1 "$TMP/out" | grep -q "^usage: peakscope $cmd" && ok=1
-  report "args: peakscope $* prints the usage of $cmd and exits 0" $ok
+  local ok=1
+  [ "$rc" -eq 0 ] && [ ! -s "$TMP/err" ] && head -n 1 "$TMP/out" | grep -q "^usage: peakscope $cmd" && ok=0
+  check "peakscope $* prints the usage of $cmd and exits 0" $ok "$TMP/out" "$TMP/err"
 }
 
 # refused LINE ARGS...: exit 2 and LINE, exactly, first on stderr
@@ -47,9 +26,9 @@ refused() {
   local line=$1
   shift
   run "$@"
-  local ok=0
-  [ "$rc" -eq 2 ] && [ "$(head -n 1 "$TMP/err")" = "$line" ] && [ ! -s "$TMP/out" ] && ok=1
-  report "args: peakscope $* exits 2 with \"$line\"" $ok
+  local ok=1
+  [ "$rc" -eq 2 ] && [ "$(head -n 1 "$TMP/err")" = "$line" ] && [ ! -s "$TMP/out" ] && ok=0
+  check "peakscope $* exits 2 with \"$line\"" $ok "$TMP/out" "$TMP/err"
 }
 
 # The commands, as "NAME ARGS..." with ARGS enough to reach the parser.
@@ -63,13 +42,13 @@ help export export "$TRACE" --format chrome --help
 help price price --calibration "$CAL" --tokens 100 -h
 help price price --calibration "$CAL" --help
 run price -h
-ok=0
-grep -q "^ *peakscope price --calibration" "$TMP/out" && ok=1
-report "args: peakscope price -h also names the calibration mode" $ok
+ok=1
+grep -q "^ *peakscope price --calibration" "$TMP/out" && ok=0
+check "peakscope price -h also names the calibration mode" $ok "$TMP/out" "$TMP/err"
 run export -h
-ok=0
-grep -q "^formats:" "$TMP/out" && ok=1
-report "args: peakscope export -h lists the formats" $ok
+ok=1
+grep -q "^formats:" "$TMP/out" && ok=0
+check "peakscope export -h lists the formats" $ok "$TMP/out" "$TMP/err"
 
 # Unknown options: the reason, naming the option, on the first line.
 refused "peakscope record: unknown option '--no-such-option'" record --no-such-option true
@@ -102,13 +81,13 @@ refused "peakscope report: other: cannot read: No such file or directory at byte
 refused "peakscope report: no trace given" report --json
 refused "peakscope price: one plan at a time ('$PLAN' and 'other')" price "$PLAN" other
 run report -
-ok=0
-[ "$rc" -eq 2 ] && ! grep -q "unknown option" "$TMP/err" && grep -q "^peakscope report: -" "$TMP/err" && ok=1
-report "args: peakscope report - reads a trace named -" $ok
+ok=1
+[ "$rc" -eq 2 ] && ! grep -q "unknown option" "$TMP/err" && grep -q "^peakscope report: -" "$TMP/err" && ok=0
+check "peakscope report - reads a trace named -" $ok "$TMP/out" "$TMP/err"
 run report -- --json
-ok=0
-[ "$rc" -eq 2 ] && grep -q "^peakscope report: --json" "$TMP/err" && ok=1
-report "args: peakscope report -- --json reads a trace named --json" $ok
+ok=1
+[ "$rc" -eq 2 ] && grep -q "^peakscope report: --json" "$TMP/err" && ok=0
+check "peakscope report -- --json reads a trace named --json" $ok "$TMP/out" "$TMP/err"
 
 # Values: counts and bytes are checked where they are read.
 refused "peakscope report: --top: 'q' must be a non-negative integer" report "$TRACE" --top q
@@ -129,4 +108,4 @@ refused "peakscope price: --rank-shares: '0' is not a positive number" price --c
 refused "peakscope price: --rank-shares: 'inf' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares inf
 refused "peakscope price: --rank-shares: '' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares 1,
 
-exit $status
+exit $PSC_STATUS

@@ -3,10 +3,8 @@
 # layout: on a copy of the pricing sources, a comment edit, a reformat and
 # blank lines leave it unchanged, so saved reports keep replaying; a changed
 # number, operator or name changes it.
-set -u
-cd "$(dirname "$0")/../.."
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+SUBJECT=fingerprint
+. "$(dirname "$0")/lib.sh"
 sources=$(ls pricing/*.cc pricing/*.h | grep -v -e saved_price -e pricing_fingerprint.h | sort)
 
 fingerprint() {  # fingerprint DIR: of the sources as they are under DIR
@@ -17,43 +15,47 @@ fresh() {  # fresh NAME: a copy of the sources under $TMP/NAME
   mkdir -p "$TMP/$1/pricing" && cp $sources "$TMP/$1/pricing/" && echo "$TMP/$1"
 }
 
-expect() {  # expect NAME same|differs DIR
-  local now
+compare() {  # compare NAME same|differs DIR: the fingerprint of DIR's sources against the tree's
+  local now ok=1
   now=$(fingerprint "$3")
-  if { [ "$2" = same ] && [ "$now" = "$base" ]; } || { [ "$2" = differs ] && [ "$now" != "$base" ]; }; then
-    echo "ok fingerprint: $1"
-  else
-    echo "not ok fingerprint: $1 (expected it to stay $base when '$2' is same; got $now)"
-  fi
+  if { [ "$2" = same ] && [ "$now" = "$base" ]; } || { [ "$2" = differs ] && [ "$now" != "$base" ]; }; then ok=0; fi
+  echo "expected $2 as $base, got $now" >"$TMP/compared"
+  check "$1" $ok "$TMP/compared"
 }
 
 base=$(fingerprint "$(fresh base)")
-case $base in fnv1a64:????????????????) echo "ok fingerprint: the tool prints fnv1a64:<16 hex digits>" ;;
-  *) echo "not ok fingerprint: the tool printed '$base'" ;; esac
-[ "$base" = "$(fingerprint .)" ] && echo "ok fingerprint: a copy hashes like the tree" ||
-  echo "not ok fingerprint: a copy hashes unlike the tree"
+ok=1
+case $base in fnv1a64:????????????????) ok=0 ;; esac
+echo "$base" >"$TMP/printed"
+check "the tool prints fnv1a64:<16 hex digits>" $ok "$TMP/printed"
+tree=$(fingerprint .)
+ok=1
+[ "$base" = "$tree" ] && ok=0
+echo "the copy $base, the tree $tree" >"$TMP/compared"
+check "a copy hashes like the tree" $ok "$TMP/compared"
 
 d=$(fresh comment)
 sed -i 's|^\(// .*\)$|\1 (reworded)|; 1i // a new comment line\n/* and a block\n   comment */' "$d/pricing/pricing.cc"
-expect "comments added and reworded" same "$d"
+compare "comments added and reworded" same "$d"
 
 d=$(fresh layout)
 sed -i 's/^  //; s/, /,   /g; s/$/  /' "$d/pricing/pricing.cc"
 printf '\n\n\n' >>"$d/pricing/plan.h"
-expect "indentation, spacing and blank lines changed" same "$d"
+compare "indentation, spacing and blank lines changed" same "$d"
 
 d=$(fresh number)
 sed -i '0,/ 0;/s// 1;/' "$d/pricing/pricing.cc"
-expect "a number changed" differs "$d"
+compare "a number changed" differs "$d"
 
 d=$(fresh operator)
 sed -i '0,/^    excess += /s//    excess -= /' "$d/pricing/pricing.cc"
-expect "an operator changed" differs "$d"
+compare "an operator changed" differs "$d"
 
 d=$(fresh name)
 sed -i '0,/\bboundary\b/s//boundery/' "$d/pricing/pricing.cc"
-expect "a name changed" differs "$d"
+compare "a name changed" differs "$d"
 
 d=$(fresh string)
 sed -i '0,/"\([a-z_]*\)"/s//"\1x"/' "$d/pricing/price_json.cc"
-expect "a string literal changed" differs "$d"
+compare "a string literal changed" differs "$d"
+exit $PSC_STATUS

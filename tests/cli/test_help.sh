@@ -9,39 +9,36 @@
 #
 #   tests/cli/test_help.sh            uses ${PSC_BUILD_DIR:-build}/peakscope
 #   PEAKSCOPE=path/to/peakscope tests/cli/test_help.sh
-set -u
-cd "$(dirname "$0")/../.."
-PSC="$(realpath "${PEAKSCOPE:-${PSC_BUILD_DIR:-build}/peakscope}")"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+# The checks of the command table are printed by the Python below, as
+# "ok help: NAME" / "not ok help: NAME" lines of its own.
+SUBJECT=help
+. "$(dirname "$0")/lib.sh"
 CAL=tests/cli/price/fixture.calibration.json
 
-"$PSC" help >"$TMP/help" 2>"$TMP/help.err"
+"$PEAKSCOPE" help >"$TMP/help" 2>"$TMP/help.err"
 rc=$?
 if [ $rc -ne 0 ] || [ -s "$TMP/help.err" ]; then
-  echo "not ok help: peakscope help exits 0 with nothing on stderr (exit $rc)"
-  exit 1
+  check "peakscope help exits 0 with nothing on stderr (exit $rc)" 1 "$TMP/help.err"
+  exit $PSC_STATUS
 fi
-"$PSC" -h >"$TMP/dash-h"
-"$PSC" --help >"$TMP/dash-help"
-if cmp -s "$TMP/help" "$TMP/dash-h" && cmp -s "$TMP/help" "$TMP/dash-help"; then
-  echo "ok help: peakscope help, -h and --help print the same"
-else
-  echo "not ok help: peakscope help, -h and --help print the same"
-fi
+"$PEAKSCOPE" -h >"$TMP/dash-h"
+"$PEAKSCOPE" --help >"$TMP/dash-help"
+ok=1
+cmp -s "$TMP/help" "$TMP/dash-h" && cmp -s "$TMP/help" "$TMP/dash-help" && ok=0
+check "peakscope help, -h and --help print the same" $ok
 
 mkdir -p "$TMP/cmd"
 for name in $(grep -oE '^  peakscope [a-z-]+' "$TMP/help" | awk '{print $2}' | uniq); do
-  "$PSC" "$name" -h >"$TMP/cmd/$name" 2>"$TMP/cmd/$name.err" || echo "exit $?" >>"$TMP/cmd/$name.err"
+  "$PEAKSCOPE" "$name" -h >"$TMP/cmd/$name" 2>"$TMP/cmd/$name.err" || echo "exit $?" >>"$TMP/cmd/$name.err"
 done
-"$PSC" price --calibration "$CAL" --tokens 100 -h >"$TMP/price-calibrated"
-if cmp -s "$TMP/price-calibrated" "$TMP/cmd/price"; then
-  echo "ok help: peakscope price --calibration CAL -h prints price's one help"
-else
-  echo "not ok help: peakscope price --calibration CAL -h prints price's one help"
-fi
+"$PEAKSCOPE" price --calibration "$CAL" --tokens 100 -h >"$TMP/price-calibrated"
+ok=1
+cmp -s "$TMP/price-calibrated" "$TMP/cmd/price" && ok=0
+check "peakscope price --calibration CAL -h prints price's one help" $ok
 
-PEAKSCOPE="$PSC" tools/docs --print commands >"$TMP/generated" || echo "not ok help: tools/docs --print commands failed"
+PEAKSCOPE="$PEAKSCOPE" tools/docs --print commands >"$TMP/generated" 2>"$TMP/docs.err"
+docs=$?
+[ $docs = 0 ] || check "tools/docs --print commands failed (exit $docs)" 1 "$TMP/docs.err"
 
 python3 - "$TMP" <<'EOF'
 import os, re, sys
@@ -134,3 +131,5 @@ for name in names:
 
 sys.exit(1 if failed else 0)
 EOF
+relay $?
+exit $PSC_STATUS

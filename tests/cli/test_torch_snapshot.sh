@@ -7,26 +7,12 @@
 # real PyTorch snapshot named by PEAKSCOPE_TORCH_SNAPSHOT (when there is one)
 # imports to memory_viz's peak. Each prints "ok NAME" / "not ok NAME".
 #
-#   tests/cli/test_torch_snapshot.sh            uses build/peakscope
+#   tests/cli/test_torch_snapshot.sh            uses ${PSC_BUILD_DIR:-build}/peakscope
 #   PEAKSCOPE=path/to/peakscope tests/cli/test_torch_snapshot.sh
-set -u
-cd "$(dirname "$0")/../.."
-PSC="$(realpath "${PEAKSCOPE:-build/peakscope}")"
-PROGRAM="$(dirname "$PSC")/programs/host_pattern"
+SUBJECT=torch-snapshot
+. "$(dirname "$0")/lib.sh"
+PROGRAM="$(dirname "$PEAKSCOPE")/programs/host_pattern"
 PYTHON=/usr/bin/python3
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-status=0
-
-check() {  # check NAME CONDITION-STATUS: one line, and what peakscope said when it failed
-  if [ "$2" = 0 ]; then
-    echo "ok $1"
-  else
-    echo "not ok $1"
-    sed 's/^/    stderr: /' "$TMP/err" | head -n 8
-    status=1
-  fi
-}
 
 # Every alloc inside a segment live at its time, walking forward from what is
 # live at the start (segments freed, and blocks freed, before being seen).
@@ -48,36 +34,36 @@ print(sum(len(t) for t in s["device_traces"]))
 PY
 
 if [ -x "$PROGRAM" ] && [ -x "$PYTHON" ]; then
-  "$PSC" record --host -o "$TMP/host.pstrace" -- "$PROGRAM" peak 3 4096 2>"$TMP/err"
-  "$PSC" export "$TMP/host.pstrace" --format torch-snapshot -o "$TMP/host.pickle" >/dev/null 2>"$TMP/err"
+  "$PEAKSCOPE" record --host -o "$TMP/host.pstrace" -- "$PROGRAM" peak 3 4096 2>"$TMP/err"
+  "$PEAKSCOPE" export "$TMP/host.pstrace" --format torch-snapshot -o "$TMP/host.pickle" >/dev/null 2>"$TMP/err"
   rc=$?
   ok=1
   [ $rc = 0 ] && grep -q "warning: host memory .* shown as device 0: 3 allocations, 3 frees" "$TMP/err" &&
     "$PYTHON" "$TMP/segments.py" "$TMP/host.pickle" >/dev/null 2>>"$TMP/err" && ok=0
-  check "torch-snapshot: a record --host trace exports as device 0, every alloc in a segment" $ok
+  check "a record --host trace exports as device 0, every alloc in a segment" $ok "$TMP/err"
 else
-  echo "ok torch-snapshot: host export # skip: no $PROGRAM or $PYTHON"
+  check "host export # skip: no $PROGRAM or $PYTHON" 0
 fi
 
 # A snapshot with an empty history and no segments imports to a trace with no
 # memory: exporting it back is refused.
 printf '\x80\x04}\x94\x8c\rdevice_traces\x94]\x94]\x94as.' >"$TMP/empty.pickle"
-"$PSC" import "$TMP/empty.pickle" --from torch-snapshot -o "$TMP/empty.pstrace" >/dev/null 2>"$TMP/err"
-"$PSC" export "$TMP/empty.pstrace" --format torch-snapshot -o "$TMP/empty.out.pickle" >/dev/null 2>"$TMP/err"
+"$PEAKSCOPE" import "$TMP/empty.pickle" --from torch-snapshot -o "$TMP/empty.pstrace" >/dev/null 2>"$TMP/err"
+"$PEAKSCOPE" export "$TMP/empty.pstrace" --format torch-snapshot -o "$TMP/empty.out.pickle" >/dev/null 2>"$TMP/err"
 rc=$?
 ok=1
 [ $rc = 2 ] && grep -q "nothing to export as a memory snapshot" "$TMP/err" && [ ! -e "$TMP/empty.out.pickle" ] && ok=0
-check "torch-snapshot: a trace with nothing a snapshot shows is exit 2, no file" $ok
+check "a trace with nothing a snapshot shows is exit 2, no file" $ok "$TMP/err"
 
 # The public snapshot MAGMA27/assignment2-systems memory_snapshot.pickle (commit
 # 15883f2b, MIT), where PEAKSCOPE_TORCH_SNAPSHOT names a copy of it.
 REAL=${PEAKSCOPE_TORCH_SNAPSHOT:-}
 if [ -n "$REAL" ] && [ -f "$REAL" ]; then
-  "$PSC" import "$REAL" --from torch-snapshot -o "$TMP/real.pstrace" >/dev/null 2>"$TMP/err"
+  "$PEAKSCOPE" import "$REAL" --from torch-snapshot -o "$TMP/real.pstrace" >/dev/null 2>"$TMP/err"
   ok=1
-  "$PSC" report "$TMP/real.pstrace" 2>"$TMP/err" | grep -q "^peak .*(13923997700 bytes)" && ok=0
-  check "torch-snapshot: the real PyTorch snapshot peaks at memory_viz's 13,923,997,700 bytes" $ok
+  "$PEAKSCOPE" report "$TMP/real.pstrace" 2>"$TMP/err" | grep -q "^peak .*(13923997700 bytes)" && ok=0
+  check "the real PyTorch snapshot peaks at memory_viz's 13,923,997,700 bytes" $ok "$TMP/err"
 else
-  echo "ok torch-snapshot: real snapshot # skip: PEAKSCOPE_TORCH_SNAPSHOT names no file (${REAL:-unset})"
+  check "real snapshot # skip: PEAKSCOPE_TORCH_SNAPSHOT names no file (${REAL:-unset})" 0
 fi
-exit $status
+exit $PSC_STATUS
