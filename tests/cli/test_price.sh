@@ -3,57 +3,35 @@
 # figures are worked by hand in docs/pricing.md), exit codes and one-line reasons
 # for bad input, report + replay round trips, tampered reports and source drift.
 #
-#   tests/cli/test_price.sh            uses build/peakscope
+#   tests/cli/test_price.sh            uses ${PSC_BUILD_DIR:-build}/peakscope
 #   PEAKSCOPE=path/to/peakscope tests/cli/test_price.sh
-set -u
-cd "$(dirname "$0")/../.."
-PSC="${PEAKSCOPE:-build/peakscope}"
+SUBJECT=price
+. "$(dirname "$0")/lib.sh"
 DIR=tests/cli/price
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-checks=0
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { checks=$((checks + 1)); }
+# said: how the last `run` ended, for a message
+said() { echo "exit $rc; stderr: $(head -n 5 "$TMP/err")"; }
 
-# run EXPECTED_RC ARGS...: runs peakscope, stdout to $TMP/out, stderr to $TMP/err;
-# counts nothing itself, the caller checks what it needs
-run() {
-  local want=$1
+golden() {  # golden EXPECTED ARGS...: exit 0, stdout EXPECTED to the byte
+  local expected=$1 differs
   shift
-  "$PSC" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "peakscope $* exited $rc, expected $want"
-    sed 's/^/    /' "$TMP/err"
-    return 1
-  fi
-}
-
-golden() {  # golden EXPECTED ARGS...
-  local expected=$1
-  shift
-  run 0 "$@" || return
-  if diff -u "$expected" "$TMP/out" >"$TMP/diff"; then pass; else fail "peakscope $* differs from $expected"; cat "$TMP/diff"; fi
+  run "$@"
+  diff -u "$expected" "$TMP/out" >"$TMP/diff"
+  differs=$?
+  expect '[ $rc -eq 0 ] && [ $differs -eq 0 ]' "peakscope $* differs from $expected ($(said)):
+$(cat "$TMP/diff")"
 }
 
 # bad EXPECTED_RC "EXACT STDERR LINE" ARGS...: fails with exactly that one line
 bad() {
   local want_rc=$1 want_line=$2
   shift 2
-  run "$want_rc" "$@" || return
-  local lines
-  lines=$(wc -l <"$TMP/err")
-  if [ "$lines" -ne 1 ]; then fail "peakscope $*: $lines lines on stderr, expected 1"; cat "$TMP/err"; return; fi
-  if [ "$(cat "$TMP/err")" != "$want_line" ]; then
-    fail "peakscope $*: stderr was"
-    echo "    $(cat "$TMP/err")"
-    echo "  expected"
-    echo "    $want_line"
-    return
-  fi
-  pass
+  run "$@"
+  expect '[ $rc -eq $want_rc ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && [ "$(cat "$TMP/err")" = "$want_line" ]' \
+    "peakscope $* exited $rc (expected $want_rc), stderr was
+$(sed 's/^/    /' "$TMP/err")
+  expected
+    $want_line"
 }
 
 # ---- goldens ---------------------------------------------------------------
@@ -84,13 +62,10 @@ bad 2 "peakscope price: $B/child_safety.json: children[0].safety_factor: belongs
   price "$B/child_safety.json"
 bad 2 "peakscope price: $B/shared_layer.json: groups[0].parameters[0].layers[1]: must be a layer index from 0 to 1" \
   price "$B/shared_layer.json"
-run 2 price "$B/malformed.json" && {
-  if [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "^peakscope price: $B/malformed.json: not valid JSON: .*line 2, column 1" "$TMP/err"; then
-    pass
-  else
-    fail "malformed JSON message:"; cat "$TMP/err"
-  fi
-}
+run price "$B/malformed.json"
+expect '[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] &&
+  grep -q "^peakscope price: $B/malformed.json: not valid JSON: .*line 2, column 1" "$TMP/err"' \
+  "malformed JSON message: $(said)"
 bad 2 "peakscope price: $DIR/design.json: max_tokens: required field missing: --budget prices a per-token admission plan (docs/pricing.md)" \
   price "$DIR/design.json" --budget 100
 bad 2 "peakscope price: $DIR/admission.json: max_tokens: belongs to per-token admission plans (price --budget)" \
@@ -98,17 +73,24 @@ bad 2 "peakscope price: $DIR/admission.json: max_tokens: belongs to per-token ad
 bad 2 "peakscope price: --budget: '12x' must be a non-negative integer number of bytes" price "$DIR/admission.json" --budget 12x
 bad 2 "peakscope price: unknown option '--jsn'" price "$DIR/design.json" --jsn
 bad 2 "peakscope price: $TMP/none.json: cannot read: No such file or directory" price "$TMP/none.json"
-run 2 price && pass
+run price
+expect '[ $rc -eq 2 ]' "peakscope price without a plan exited $rc, expected 2"
 
 # ---- reports and replay ------------------------------------------------------
-run 0 price "$DIR/design.json" --report "$TMP/design.report.json" --json &&
-  { diff -q "$DIR/design.expected.json" "$TMP/out" >/dev/null && pass || fail "--report changed the printed figures"; }
-run 0 price "$DIR/split.json" --report "$TMP/split.report.json" && pass
-run 0 price "$DIR/overlap.json" --report "$TMP/overlap.report.json" && pass
-run 0 replay "$TMP/overlap.report.json" && pass
-run 0 price "$DIR/admission.json" --budget 536870912 --report "$TMP/admission.report.json" && pass
-run 0 replay "$TMP/design.report.json" "$TMP/split.report.json" "$TMP/admission.report.json" &&
-  { [ "$(grep -c ': ok$' "$TMP/out")" -eq 3 ] && pass || { fail "replay did not say ok three times"; cat "$TMP/out"; }; }
+run price "$DIR/design.json" --report "$TMP/design.report.json" --json
+expect '[ $rc -eq 0 ] && diff -q "$DIR/design.expected.json" "$TMP/out" >/dev/null' \
+  "--report changed the printed figures ($(said))"
+run price "$DIR/split.json" --report "$TMP/split.report.json"
+expect '[ $rc -eq 0 ]' "price split.json --report: $(said)"
+run price "$DIR/overlap.json" --report "$TMP/overlap.report.json"
+expect '[ $rc -eq 0 ]' "price overlap.json --report: $(said)"
+run replay "$TMP/overlap.report.json"
+expect '[ $rc -eq 0 ]' "replay overlap.report.json: $(said)"
+run price "$DIR/admission.json" --budget 536870912 --report "$TMP/admission.report.json"
+expect '[ $rc -eq 0 ]' "price admission.json --budget --report: $(said)"
+run replay "$TMP/design.report.json" "$TMP/split.report.json" "$TMP/admission.report.json"
+expect '[ $rc -eq 0 ] && [ "$(grep -c ": ok$" "$TMP/out")" -eq 3 ]' \
+  "replay did not say ok three times ($(said)): $(cat "$TMP/out")"
 
 # A tampered figure: exit 1, the component named.
 sed 's/"adapter_gradient": 47960064/"adapter_gradient": 47960063/' "$TMP/design.report.json" >"$TMP/tampered.json"
@@ -118,20 +100,20 @@ sed 's/"admitted_tokens": 5897/"admitted_tokens": 5898/' "$TMP/admission.report.
 bad 1 "$TMP/tampered2.json: mismatch: admission.admitted_tokens: report says 5898, re-priced 5897" \
   replay "$TMP/tampered2.json"
 # One bad report among good ones still fails the run.
-run 1 replay "$TMP/design.report.json" "$TMP/tampered.json" &&
-  { grep -q "design.report.json: ok$" "$TMP/out" && grep -q "tampered.json: mismatch: price.components.adapter_gradient" "$TMP/err" &&
-    pass || fail "mixed replay"; }
+run replay "$TMP/design.report.json" "$TMP/tampered.json"
+expect '[ $rc -eq 1 ] && grep -q "design.report.json: ok$" "$TMP/out" &&
+  grep -q "tampered.json: mismatch: price.components.adapter_gradient" "$TMP/err"' "mixed replay ($(said))"
 
 # Source drift: refused (exit 1) unless allowed.
 sed 's/"estimator_fingerprint": "[^"]*"/"estimator_fingerprint": "fnv1a64:0000000000000001"/' \
   "$TMP/design.report.json" >"$TMP/drift.json"
-run 1 replay "$TMP/drift.json" &&
-  { grep -q "refused: estimator_fingerprint: the report was priced by fnv1a64:0000000000000001" "$TMP/err" && pass ||
-    { fail "drift not refused by name"; cat "$TMP/err"; }; }
-run 0 replay "$TMP/drift.json" --allow-source-drift &&
-  { grep -q "ok (source drift allowed" "$TMP/out" && pass || fail "drift allowed but not said"; }
-run 0 replay "$TMP/design.report.json" --json &&
-  { grep -q '"ok": true' "$TMP/out" && pass || fail "replay --json"; }
+run replay "$TMP/drift.json"
+expect '[ $rc -eq 1 ] && grep -q "refused: estimator_fingerprint: the report was priced by fnv1a64:0000000000000001" "$TMP/err"' \
+  "drift not refused by name ($(said))"
+run replay "$TMP/drift.json" --allow-source-drift
+expect '[ $rc -eq 0 ] && grep -q "ok (source drift allowed" "$TMP/out"' "drift allowed but not said ($(said))"
+run replay "$TMP/design.report.json" --json
+expect '[ $rc -eq 0 ] && grep -q "\"ok\": true" "$TMP/out"' "replay --json ($(said))"
 
 # A report whose plan is bad input: exit 2 naming the field under plan.
 sed 's/"boundary_bytes": \[/"boundary_bytes": [-1, /' "$TMP/design.report.json" | tr -d '\n' >"$TMP/badplan.json"
@@ -147,19 +129,19 @@ CAL=$DIR/fixture.calibration.json
 golden "$DIR/calibrated.expected.json" price --calibration "$CAL" --tokens 1280 --json
 golden "$DIR/calibrated.expected.txt" price --calibration "$CAL" --tokens 1280
 golden "$DIR/calibrated_admission.expected.json" price --calibration "$CAL" --budget 1MiB --json
-run 0 price --calibration "$CAL" --tokens 4096 &&
-  { grep -q "^warning: outside the calibrated sizes (tokens per group 1024..1536)" "$TMP/out" && pass ||
-    fail "no warning outside the calibrated sizes"; }
-run 0 price --calibration "$CAL" --budget 1048576 &&
-  { grep -q "^largest wave that fits in 1.00 MiB: " "$TMP/out" && pass || fail "budget line"; }
+run price --calibration "$CAL" --tokens 4096
+expect '[ $rc -eq 0 ] && grep -q "^warning: outside the calibrated sizes (tokens per group 1024..1536)" "$TMP/out"' \
+  "no warning outside the calibrated sizes ($(said))"
+run price --calibration "$CAL" --budget 1048576
+expect '[ $rc -eq 0 ] && grep -q "^largest wave that fits in 1.00 MiB: " "$TMP/out"' "budget line ($(said))"
 bad 2 "peakscope price: $CAL: slots[0]: \"b\" was never calibrated (calibrated: a)" \
   price --calibration "$CAL" --tokens 100 --slots b
 bad 2 "peakscope price: $CAL: sequences: the lengths add up to 90 tokens, not 100" \
   price --calibration "$CAL" --tokens 100 --sequences 50,40
 bad 2 "peakscope price: $CAL: tokens: must be a positive number of tokens" \
   price --calibration "$CAL" --tokens 0
-run 2 price --calibration "$CAL" --tokens 10 --budget 1MiB &&
-  { grep -q "give --tokens N (a price) or --budget BYTES" "$TMP/err" && pass || fail "tokens and budget together"; }
+run price --calibration "$CAL" --tokens 10 --budget 1MiB
+expect '[ $rc -eq 2 ] && grep -q "give --tokens N (a price) or --budget BYTES" "$TMP/err"' "tokens and budget together ($(said))"
 sed 's/"version": 2/"version": 99/' "$CAL" >"$TMP/v99.json"
 bad 2 "peakscope price: $TMP/v99.json: calibration.version: 99 is not known (this build reads versions 1 and 2)" \
   price --calibration "$TMP/v99.json" --tokens 100
@@ -171,34 +153,44 @@ bad 2 "peakscope price: --budget: '12XB' must be a non-negative integer" \
 # busiest rank's is the wave's. With --budget: the busiest part fits, one token
 # more does not.
 json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
-if run 0 price --calibration "$CAL" --tokens 3000 --rank-shares 1,1.5,2 --json; then
-  cp "$TMP/out" "$TMP/run.json"
-  [ "$(json_field "$TMP/run.json" 'sum(r["tokens"] for r in d["ranks"])')" = 3000 ] && pass || fail "rank parts do not add up"
-  [ "$(json_field "$TMP/run.json" '[r["tokens"] for r in d["ranks"]]')" = "[667, 1000, 1333]" ] && pass ||
-    fail "rank parts: $(json_field "$TMP/run.json" '[r["tokens"] for r in d["ranks"]]')"
-  [ "$(json_field "$TMP/run.json" 'd["busiest_rank"]')" = 2 ] && pass || fail "busiest rank"
+run price --calibration "$CAL" --tokens 3000 --rank-shares 1,1.5,2 --json
+shared=$rc
+cp "$TMP/out" "$TMP/run.json"
+total=""
+[ $shared -eq 0 ] && total=$(json_field "$TMP/run.json" 'sum(r["tokens"] for r in d["ranks"])')
+expect '[ $shared -eq 0 ] && [ "$total" = 3000 ]' "rank parts do not add up: $total ($(said))"
+if [ $shared -eq 0 ]; then
+  parts=$(json_field "$TMP/run.json" '[r["tokens"] for r in d["ranks"]]')
+  expect '[ "$parts" = "[667, 1000, 1333]" ]' "rank parts: $parts"
+  busiest=$(json_field "$TMP/run.json" 'd["busiest_rank"]')
+  expect '[ "$busiest" = 2 ]' "busiest rank: $busiest"
   for r in 0 1 2; do
     part=$(json_field "$TMP/run.json" "d['ranks'][$r]['tokens']")
     want=$(json_field "$TMP/run.json" "d['ranks'][$r]['required_bytes']")
-    run 0 price --calibration "$CAL" --tokens "$part" --json &&
-      { [ "$(json_field "$TMP/out" 'd["required_bytes"]')" = "$want" ] && pass || fail "rank $r's part priced alone differs"; }
+    run price --calibration "$CAL" --tokens "$part" --json
+    alone=""
+    [ $rc -eq 0 ] && alone=$(json_field "$TMP/out" 'd["required_bytes"]')
+    expect '[ $rc -eq 0 ] && [ "$alone" = "$want" ]' "rank $r's part priced alone differs: $alone, not $want ($(said))"
   done
-  [ "$(json_field "$TMP/run.json" 'd["required_bytes"] == d["ranks"][2]["required_bytes"]')" = True ] && pass ||
-    fail "the wave's price is not its busiest rank's"
+  busiest_is_wave=$(json_field "$TMP/run.json" 'd["required_bytes"] == d["ranks"][2]["required_bytes"]')
+  expect '[ "$busiest_is_wave" = True ]' "the wave's price is not its busiest rank's"
 fi
-if run 0 price --calibration "$CAL" --budget 2MiB --rank-shares 1,3 --json; then
-  cp "$TMP/out" "$TMP/admit.json"
+run price --calibration "$CAL" --budget 2MiB --rank-shares 1,3 --json
+admitting=$rc
+cp "$TMP/out" "$TMP/admit.json"
+fits=""
+[ $admitting -eq 0 ] && fits=$(json_field "$TMP/admit.json" 'd["price"]["required_bytes"] <= d["budget_bytes"]')
+expect '[ $admitting -eq 0 ] && [ "$fits" = True ]' "the busiest part does not fit ($(said))"
+if [ $admitting -eq 0 ]; then
   admitted=$(json_field "$TMP/admit.json" 'd["admitted_tokens"]')
-  [ "$(json_field "$TMP/admit.json" 'd["price"]["required_bytes"] <= d["budget_bytes"]')" = True ] && pass ||
-    fail "the busiest part does not fit"
-  run 0 price --calibration "$CAL" --tokens $((admitted + 1)) --rank-shares 1,3 --json &&
-    { [ "$(json_field "$TMP/out" 'd["required_bytes"] > 2 * 1024 * 1024')" = True ] && pass ||
-      fail "one token more than admitted still fits"; }
+  run price --calibration "$CAL" --tokens $((admitted + 1)) --rank-shares 1,3 --json
+  over=""
+  [ $rc -eq 0 ] && over=$(json_field "$TMP/out" 'd["required_bytes"] > 2 * 1024 * 1024')
+  expect '[ $rc -eq 0 ] && [ "$over" = True ]' "one token more than admitted still fits ($(said))"
 fi
 bad 2 "peakscope price: --rank-shares: '0' is not a positive number" \
   price --calibration "$CAL" --tokens 100 --rank-shares 1,0
 bad 2 "peakscope price: --sequences gives one process's wave; with --rank-shares, give --max-sequence-length" \
   price --calibration "$CAL" --tokens 100 --sequences 50,50 --rank-shares 1,1
 
-echo "test_price.sh: $checks checks passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

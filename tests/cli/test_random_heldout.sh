@@ -6,31 +6,23 @@
 #   30  packed attention (1 head), accumulating, 1 thread
 #    8  grouped-query attention (8 heads on 2), accumulating, 2 threads
 #   11  no attention (SwiGLU MLP stack), a step per wave, 1 thread
-set -u
-cd "$(dirname "$0")/../.."
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+SUBJECT="random held-out"
+. "$(dirname "$0")/lib.sh"
 SEEDS=(30 8 11)
-rc=0
-OUT="$TMP" BUILD="${PSC_BUILD_DIR:-build}" tools/accuracy-random --seeds "$(IFS=,; echo "${SEEDS[*]}")" \
-  >"$TMP/table" 2>"$TMP/progress" || rc=$?
-checks=0
-failures=0
+OUT="$TMP" BUILD="$BUILD" tools/accuracy-random --seeds "$(IFS=,; echo "${SEEDS[*]}")" \
+  >"$TMP/table" 2>"$TMP/progress"
+random=$?
 for seed in "${SEEDS[@]}"; do
   # The table's row: seed, waves, under-estimates, ... (FAILED when it did not run).
   row=$(awk -v seed="$seed" '$1 == seed && NF > 4 { print; exit }' "$TMP/table")
   under=$(awk '{ print $3 }' <<<"$row")
-  if [ -n "$row" ] && [ "$under" = 0 ]; then
-    checks=$((checks + 1))
-  else
-    failures=$((failures + 1))
-    echo "FAIL: random held-out seed $seed under-estimated (or did not run): ${row:-no row}"
-  fi
+  expect '[ -n "$row" ] && [ "$under" = 0 ]' "seed $seed under-estimated (or did not run): ${row:-no row}"
 done
-if [ "$failures" -gt 0 ] || [ "$rc" -ne 0 ]; then
-  echo "tools/accuracy-random exited $rc:"
+# Its exit status, once every row is whole (a seed that under-estimates
+# already failed above, and exits 1 too).
+[ "$PSC_STATUS" = 0 ] && expect '[ $random -eq 0 ]' "tools/accuracy-random exited $random with every row whole"
+if [ "$PSC_STATUS" != 0 ]; then
+  echo "tools/accuracy-random exited $random:"
   sed 's/^/    /' "$TMP/table" "$TMP/progress" | tail -n 60
-  [ "$failures" -eq 0 ] && failures=1
 fi
-echo "test_random_heldout.sh: $checks checks passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
