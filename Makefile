@@ -101,7 +101,7 @@ deps-install:
 	@tools/ensure-deps install
 
 # The real programs the viewer tests open exports with: Chromium, protoc,
-# Nsight Systems (tests/html, tests/end_to_end/exchange/export_perfetto_test.cc, tests/nsys).
+# Nsight Systems (tests/html, tests/end_to_end/exchange/export_perfetto_test.cc, tests/cli/test_nsys.sh).
 deps-viewers:
 	@tools/ensure-deps viewers
 	@tools/ensure-deps nsys
