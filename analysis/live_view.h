@@ -18,6 +18,7 @@
 #include "analysis/analysis.h"
 #include "analysis/peak_pass.h"
 #include "analysis/range_names.h"
+#include "traces/follower.h"
 #include "traces/reader.h"
 
 namespace psc {

@@ -25,6 +25,7 @@
 #include "estimator/liveness.h"
 #include "estimator/margin.h"
 #include "exchange/export_output.h"
+#include "traces/follower.h"
 #include "traces/reader.h"
 
 namespace psc::cli {

@@ -21,6 +21,7 @@
 #include "estimator/liveness.h"
 #include "exchange/export_model.h"
 #include "tests/support/synthetic_trace.h"
+#include "traces/follower.h"
 #include "traces/reader.h"
 
 namespace psc {

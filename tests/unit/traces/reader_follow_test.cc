@@ -13,6 +13,7 @@
 
 #include "tests/support/synthetic_trace.h"
 #include "tests/support/test_support.h"
+#include "traces/follower.h"
 #include "traces/reader.h"
 
 namespace psc {
