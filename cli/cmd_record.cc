@@ -49,7 +49,7 @@ std::string shown(const std::string& path) { return printable_path(path); }
 // is another file); record says so before the command runs.
 constexpr size_t kLongestPath = PATH_MAX - 1;
 // The fewest bytes a trace takes: its headers, and the room the recorder
-// keeps below a file size limit for the closing chunk (runtime/writer.cc).
+// keeps below a file size limit for the closing chunk (runtime/sink_file.cc).
 constexpr uint64_t kSmallestTrace = sizeof(format::FileHeader) + sizeof(format::RunHeader) + 256;
 
 struct RecordOptions {
@@ -175,7 +175,7 @@ bool read_written_trace(const std::string& path, time_t since, WrittenTrace* out
 }
 
 // The folder of the output and the stem its other traces are named after
-// (the name without ".pstrace", as the recorder cuts it: runtime/writer.cc).
+// (the name without ".pstrace", as the recorder cuts it: runtime/trace_file_name.cc).
 void split_output(const std::string& output, std::string* dir, std::string* stem) {
   *dir = ".";
   *stem = output;
@@ -289,7 +289,7 @@ Existing examine(const std::string& path) {
 }
 
 // Names the recorder gives a run's other traces beside <stem>.pstrace
-// (runtime/writer.cc, trace_path and create_trace_file): the primary's images
+// (runtime/trace_file_name.cc, trace_path and create_trace_file): the primary's images
 // after exec <stem>.e<N>.pstrace; children and ranks
 // <stem>[.r<RANK>].<host>.p<PID>[.e<N>].pstrace. *pid: the PID in the name
 // (0 for the primary's images).

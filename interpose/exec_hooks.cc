@@ -1,6 +1,6 @@
 // The exec family. A successful exec replaces the image without exit
 // handlers or destructors, so the trace is written and closed first (marked as
-// ended by exec, runtime/writer.cc); the new image, preloaded again, writes a
+// ended by exec, runtime/trace_sink.cc); the new image, preloaded again, writes a
 // file of its own (<stem>.e<N>.pstrace: trace files are never overwritten).
 // When exec returns, it failed: recording goes on in the same file.
 //

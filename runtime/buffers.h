@@ -1,7 +1,7 @@
 // Per-thread event buffers: single-producer (the thread) single-consumer (the
 // writer) rings in mmap'd memory, and the registry the writer walks.
 //
-// Ordering contract with the writer (see writer.cc, "watermark"): a producer
+// Ordering contract with the writer (see trace_sink.cc, "watermark"): a producer
 // sets `busy` (seq_cst) before taking its sequence number and clears it after
 // publishing. A writer that reads the global counter G and then sees busy == 0
 // knows every event of that thread with seq < G is already published.
@@ -59,7 +59,7 @@ extern std::atomic<uint64_t> g_seq;
 // Finds or creates a buffer for the calling thread (slow path). nullptr when
 // every slot is taken: by live threads, or by threads that have exited since
 // the writer's last cycle, which frees their buffers once everything they
-// recorded is drained (writer.cc, drain). Only the writer frees a buffer.
+// recorded is drained (trace_sink.cc, drain). Only the writer frees a buffer.
 ThreadBuffer* attach_buffer(int32_t os_tid);
 
 // Whether the thread with this id (of this process) has exited. One system

@@ -11,7 +11,7 @@
 #include "runtime/state.h"
 #include "runtime/strings.h"
 #include "runtime/sys.h"
-#include "runtime/writer.h"
+#include "runtime/trace_sink.h"
 
 namespace psc::rt {
 

@@ -3,7 +3,7 @@
 #include <errno.h>
 
 #include "runtime/sys.h"
-#include "runtime/writer.h"
+#include "runtime/trace_sink.h"
 
 // glibc's sigaction under its other name: never our interposed one, which a
 // call to `sigaction` from this library would reach.

@@ -1,5 +1,5 @@
 // Process-wide and per-thread recorder state shared by recorder.cc (hot path),
-// writer.cc and lifecycle.cc.
+// the trace sink (trace_sink.cc, sink_file.cc) and lifecycle.cc.
 #pragma once
 
 #include <atomic>

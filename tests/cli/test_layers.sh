@@ -34,8 +34,8 @@ layers "traces/ including analysis/ fails, naming file and line" 1 \
   "traces/reader.h:[0-9]+: traces/ includes analysis/, which is not below it" "$root"
 
 root=$(copy recorder)
-printf '#include "traces/reader.h"\n' >>"$root/runtime/writer.cc"
-layers "the recorder including a reader fails" 1 "runtime/writer.cc:[0-9]+: runtime/ includes traces/" "$root"
+printf '#include "traces/reader.h"\n' >>"$root/runtime/trace_sink.cc"
+layers "the recorder including a reader fails" 1 "runtime/trace_sink.cc:[0-9]+: runtime/ includes traces/" "$root"
 
 root=$(copy exporter)
 printf '#include "cli/commands.h"\n' >>"$root/exchange/exporter.h"

@@ -1,6 +1,11 @@
-// The writer thread: drains every thread's buffer, merges events into global
+// The recorder's trace sink, where recorded events leave the process: its
+// writer thread drains every thread's buffer, merges events into global
 // sequence order, encodes chunks and writes them to the trace file at least
-// every flush interval, at exit, and at fatal signals.
+// every flush interval, at exit, at exec and at fatal signals. The file is
+// written crash-safe: whole chunks only, a failed write counted and cut back,
+// never past a file size limit, never into a file the program owns
+// (runtime/sink_file.h). traces/writer.h is the other writer of .pstrace
+// files: offline, for importers and tests, outside the recorder.
 #pragma once
 
 #include <cstdint>
