@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "analysis/device_usage_report.h"
+#include "analysis/layer_fold.h"
 #include "analysis/report_json.h"
 
 namespace psc {
@@ -141,19 +142,13 @@ void render_categories(const LiveBreakdown& live, Out& out) {
   }
 }
 
-// "7", or "0-30" for a row that stands for several consecutive layers.
-std::string layer_span(int32_t first, int32_t last) {
-  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
-}
-
 bool same_bytes(const LayerRow& a, const LayerRow& b) {
   return a.boundary_bytes == b.boundary_bytes && a.adapter_gradient_bytes == b.adapter_gradient_bytes &&
          a.workspace_bytes == b.workspace_bytes && a.other_bytes == b.other_bytes;
 }
 
 // Consecutive layers that hold the same bytes share one row ("0-30", each
-// layer's bytes): a model's identical layers read as one line, the layer
-// that differs (the one running at the peak) stands out. JSON keeps every row.
+// layer's bytes; analysis/layer_fold.h). JSON keeps every row.
 void render_layers(const std::vector<LayerRow>& layers, Out& out, const char* indent) {
   if (layers.empty()) {
     out += fmt::format("{}(no per-layer bytes)\n", indent);
@@ -162,16 +157,16 @@ void render_layers(const std::vector<LayerRow>& layers, Out& out, const char* in
   out += fmt::format("{}{:>7} {:>12} {:>17} {:>12} {:>12}\n", indent, "layer", "boundary", "adapter_gradient",
                      "workspace", "other");
   bool folded = false;
-  for (size_t i = 0; i < layers.size();) {
-    size_t j = i + 1;
-    while (j < layers.size() && layers[j].layer == layers[j - 1].layer + 1 && same_bytes(layers[j], layers[i])) ++j;
-    const LayerRow& r = layers[i];
-    folded = folded || j - i > 1;
-    out += fmt::format("{}{:>7} {:>12} {:>17} {:>12} {:>12}\n", indent, layer_span(r.layer, layers[j - 1].layer),
+  const auto joins = [&](size_t first, size_t next) {
+    return layers[next].layer == layers[next - 1].layer + 1 && same_bytes(layers[next], layers[first]);
+  };
+  fold_layer_rows(layers.size(), joins, [&](size_t first, size_t last) {
+    const LayerRow& r = layers[first];
+    folded = folded || last > first;
+    out += fmt::format("{}{:>7} {:>12} {:>17} {:>12} {:>12}\n", indent, layer_span(r.layer, layers[last].layer),
                        format_bytes(r.boundary_bytes), format_bytes(r.adapter_gradient_bytes),
                        format_bytes(r.workspace_bytes), format_bytes(r.other_bytes));
-    i = j;
-  }
+  });
   if (folded) out += fmt::format("{}(a row of several layers gives each one's bytes)\n", indent);
 }
 

@@ -36,6 +36,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/layer_fold.h"
 #include "analysis/live_view.h"
 #include "analysis/report_text.h"
 #include "cli/args.h"
@@ -174,18 +175,16 @@ std::string seconds(uint64_t t, uint64_t first) {
   return t >= first ? fmt::format("+{:.1f} s", static_cast<double>(t - first) / 1e9) : "-";
 }
 
-// "0-30 100.94 KiB each" rows: consecutive layers holding the same bytes folded.
+// "0-30 100.94 KiB each" rows: consecutive layers holding the same bytes
+// folded (analysis/layer_fold.h); layers holding none left out.
 std::vector<std::string> layer_lines(const std::vector<uint64_t>& layers) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < layers.size();) {
-    size_t j = i + 1;
-    while (j < layers.size() && layers[j] == layers[i]) ++j;
-    if (layers[i] != 0) {
-      const std::string span = j - i > 1 ? fmt::format("{}-{}", i, j - 1) : std::to_string(i);
-      out.push_back(fmt::format("{:>9} {:>12}{}", span, mib(layers[i]), j - i > 1 ? " each" : ""));
-    }
-    i = j;
-  }
+  const auto joins = [&](size_t first, size_t next) { return layers[next] == layers[first]; };
+  fold_layer_rows(layers.size(), joins, [&](size_t first, size_t last) {
+    if (layers[first] == 0) return;
+    out.push_back(fmt::format("{:>9} {:>12}{}", layer_span(static_cast<int64_t>(first), static_cast<int64_t>(last)),
+                              mib(layers[first]), last > first ? " each" : ""));
+  });
   return out;
 }
 
