@@ -1,7 +1,7 @@
 // Consecutive layers that hold the same bytes fold into one row ("0-30"): a
 // model's identical layers read as one line and the layer that differs (the
 // one running at the peak) stands out. The report's per-layer table
-// (analysis/report_text.cc) and top's live view (cli/cmd_top.cc) fold
+// (analysis/report_text.cc) and top's live view (cli/top_render.cc) fold
 // their own rows by this one rule.
 #pragma once
 
