@@ -72,39 +72,41 @@ void check_sum(const char* what, uint64_t expected, const LiveBreakdown& live, s
       fmt::format("{}: live allocations add up to {} bytes but {} were measured", what, live.bytes, expected));
 }
 
-}  // namespace
+// What the first read leaves: the pass that scanned the trace (again, with
+// its deferred events placed, when it has some) and whether it has device
+// samples.
+struct FirstRead {
+  std::unique_ptr<PeakPass> scan;
+  bool device_samples = false;
+};
 
-Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) {
-  const RangeParser& parser = options.ranges ? *options.ranges : default_range_parser();
-  const Classifier& classifier = options.classifier ? *options.classifier : default_classifier();
-
-  // A trace without deferred events is scanned once, as it always was; one
-  // with them is scanned again with the events placed by time.
-  Analysis analysis;
-  std::unique_ptr<PeakPass> scan_pass = std::make_unique<PeakPass>(parser);
-  DeferredCollector collector(scan_pass.get());
+// A trace without deferred events is scanned once, as it always was; one
+// with them is scanned again with the events placed by time.
+FirstRead first_read(const std::string& path, const RangeParser& parser, Analysis* analysis) {
+  FirstRead read;
+  read.scan = std::make_unique<PeakPass>(parser);
+  DeferredCollector collector(read.scan.get());
   progress_stage("reading " + path + " (1 of 2)", 0);
   ProgressVisitor first(collector);
   read_trace(path, first);
   if (collector.found()) {
-    analysis.placement =
+    analysis->placement =
         build_placement(path, std::move(collector.deferred()), collector.strings(), collector.events());
-    scan_pass = std::make_unique<PeakPass>(parser);
-    scan_pass->count_withheld(analysis.placement->counts.withheld);
+    read.scan = std::make_unique<PeakPass>(parser);
+    read.scan->count_withheld(analysis->placement->counts.withheld);
     progress_stage("placing deferred events of " + path, collector.events());
-    ProgressVisitor again(*scan_pass);
-    read_placed(path, analysis.placement.get(), again);
+    ProgressVisitor again(*read.scan);
+    read_placed(path, analysis->placement.get(), again);
   }
-  PeakPass& scan = *scan_pass;
+  read.device_samples = collector.device_samples();
+  return read;
+}
 
-  const MemoryLevel level = scan.chosen_level();
-  scan.fill_summary(&analysis.trace, &analysis.memory, level);
-  const LevelScan& measured = scan.level(level);
-
-  // What the first read found, before the second: the observers start from it.
+// What the first read found, before the second: the observers start from it.
+void add_peaks(const PeakPass& scan, const LevelScan& measured, const RangeParser& parser, Analysis* analysis) {
   const TraceMeta& meta = scan.meta();
-  analysis.peak.bytes = measured.peak.bytes;
-  analysis.peak.site = site_of(measured.peak, meta, parser);
+  analysis->peak.bytes = measured.peak.bytes;
+  analysis->peak.site = site_of(measured.peak, meta, parser);
   for (size_t i = 0; i < measured.waves.size(); ++i) {
     const LevelScan::Wave& w = measured.waves[i];
     WaveReport report;
@@ -112,16 +114,73 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
     report.baseline_bytes = w.baseline_bytes;
     report.peak.bytes = w.peak.bytes;
     report.peak.site = site_of(w.peak, meta, parser);
-    analysis.waves.push_back(std::move(report));
+    analysis->waves.push_back(std::move(report));
   }
+}
 
+// The snapshots the breakdowns take: the peak, then each wave's.
+BreakdownInputs breakdown_inputs(const Analysis& analysis, const LevelScan& measured, const AnalysisOptions& options) {
   BreakdownInputs inputs;
   inputs.first_time_ns = analysis.trace.first_time_ns;
   inputs.last_time_ns = analysis.trace.last_time_ns;
   inputs.timeline_points = options.timeline_points;
   inputs.snapshot_ordinals.push_back(measured.peak.ordinal);
   for (const LevelScan::Wave& w : measured.waves) inputs.snapshot_ordinals.push_back(w.peak.ordinal);
-  SnapshotBreakdowns attribute(inputs);
+  return inputs;
+}
+
+// The device pass, for a trace with CUPTI events, counters or marks; none
+// for others.
+std::unique_ptr<DeviceUsagePass> device_pass(const Analysis& analysis, const PeakPass& scan, const LevelScan& measured,
+                                             bool device_samples, const RangeParser& parser) {
+  const auto& by_kind = analysis.trace.events_by_kind;
+  const bool has_counters = by_kind[static_cast<size_t>(EventKind::kCounter)] > 0;
+  const bool has_marks = by_kind[static_cast<size_t>(EventKind::kMark)] > 0;
+  if (!analysis.placement && !has_counters && !has_marks) return nullptr;
+  DeviceUsagePass::Inputs device_inputs;
+  device_inputs.ranges = &parser;
+  // Per-device live bytes are only needed next to device samples or CUPTI.
+  device_inputs.replay_memory = analysis.placement || device_samples;
+  device_inputs.event_limit = scan.events();
+  device_inputs.peak_ordinal = measured.peak.reached ? measured.peak.ordinal : UINT64_MAX;
+  device_inputs.waves = measured.waves.size();
+  return std::make_unique<DeviceUsagePass>(device_inputs);
+}
+
+// The second read's breakdowns at the peak and at each wave's peak, checked
+// against the bytes the first read measured there.
+void add_snapshots(const std::vector<LiveBreakdown>& snapshots, const LevelScan& measured, Analysis* analysis) {
+  analysis->peak.live = snapshots[0];
+  check_sum("peak", measured.peak.bytes, analysis->peak.live, &analysis->warnings);
+  for (size_t i = 0; i < analysis->waves.size(); ++i) {
+    analysis->waves[i].peak.live = snapshots[i + 1];
+    check_sum(fmt::format("wave {} peak", i).c_str(), analysis->waves[i].peak.bytes, analysis->waves[i].peak.live,
+              &analysis->warnings);
+  }
+}
+
+void add_device_usage(DeviceUsagePass& device, const PeakPass& scan, Analysis* analysis) {
+  analysis->device = device.result(scan.waves());
+  if (analysis->placement) analysis->device.placement = analysis->placement->counts;
+  analysis->device.present = analysis->device.present || analysis->placement != nullptr;
+  pair_cold_warm(scan.waves(), &analysis->device);
+}
+
+}  // namespace
+
+Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) {
+  const RangeParser& parser = options.ranges ? *options.ranges : default_range_parser();
+  const Classifier& classifier = options.classifier ? *options.classifier : default_classifier();
+
+  Analysis analysis;
+  const FirstRead read = first_read(path, parser, &analysis);
+  PeakPass& scan = *read.scan;
+  const MemoryLevel level = scan.chosen_level();
+  scan.fill_summary(&analysis.trace, &analysis.memory, level);
+  const LevelScan& measured = scan.level(level);
+  add_peaks(scan, measured, parser, &analysis);
+
+  SnapshotBreakdowns attribute(breakdown_inputs(analysis, measured, options));
   StepGrowthObserver growth(parser);
   std::vector<LifetimeObserver*> observers{&attribute};
   // Growth across optimizer steps costs a table update per memory event: only
@@ -136,43 +195,17 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   pass_inputs.event_limit = scan.events();
   pass_inputs.waves = &scan.waves();
   LifetimePass lifetimes(pass_inputs, observers);
-
-  const auto& by_kind = analysis.trace.events_by_kind;
-  const bool has_counters = by_kind[static_cast<size_t>(EventKind::kCounter)] > 0;
-  const bool has_marks = by_kind[static_cast<size_t>(EventKind::kMark)] > 0;
-  std::unique_ptr<DeviceUsagePass> device;
-  if (analysis.placement || has_counters || has_marks) {
-    DeviceUsagePass::Inputs device_inputs;
-    device_inputs.ranges = &parser;
-    // Per-device live bytes are only needed next to device samples or CUPTI.
-    device_inputs.replay_memory = analysis.placement || collector.device_samples();
-    device_inputs.event_limit = scan.events();
-    device_inputs.peak_ordinal = measured.peak.reached ? measured.peak.ordinal : UINT64_MAX;
-    device_inputs.waves = measured.waves.size();
-    device = std::make_unique<DeviceUsagePass>(device_inputs);
-  }
+  const std::unique_ptr<DeviceUsagePass> device = device_pass(analysis, scan, measured, read.device_samples, parser);
   TeeVisitor both(lifetimes, device.get());
   progress_stage("reading " + path + " (2 of 2)", scan.events());
   ProgressVisitor second(both);
   read_placed(path, analysis.placement.get(), second);
   progress_done();
 
-  const std::vector<LiveBreakdown>& snapshots = attribute.snapshots();
-  analysis.peak.live = snapshots[0];
-  check_sum("peak", measured.peak.bytes, analysis.peak.live, &analysis.warnings);
-  for (size_t i = 0; i < analysis.waves.size(); ++i) {
-    analysis.waves[i].peak.live = snapshots[i + 1];
-    check_sum(fmt::format("wave {} peak", i).c_str(), analysis.waves[i].peak.bytes, analysis.waves[i].peak.live,
-              &analysis.warnings);
-  }
+  add_snapshots(attribute.snapshots(), measured, &analysis);
   analysis.timeline = attribute.timeline();
   analysis.growth = growth.result();
-  if (device) {
-    analysis.device = device->result(scan.waves());
-    if (analysis.placement) analysis.device.placement = analysis.placement->counts;
-    analysis.device.present = analysis.device.present || analysis.placement != nullptr;
-    pair_cold_warm(scan.waves(), &analysis.device);
-  }
+  if (device) add_device_usage(*device, scan, &analysis);
   return analysis;
 }
 
