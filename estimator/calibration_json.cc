@@ -182,6 +182,36 @@ MomentFit moment_from_json(const Json& j, const std::string& where) {
   return m;
 }
 
+MomentFits moments_from_json(const Json& m, size_t layers, const std::string& at) {
+  MomentFits fits;
+  fits.head = moment_from_json(field(m, "head", at), at + ".head");
+  for (const char* kind : {"before_gradient", "after_gradient"}) {
+    const Json& list = field(m, kind, at);
+    const std::string here = at + "." + kind;
+    if (!list.is_array() || list.size() != layers)
+      throw CalibrationError(here + ": must have one entry per layer (" + std::to_string(layers) + ")");
+    std::vector<MomentFit>& into = std::string(kind) == "before_gradient" ? fits.before_gradient : fits.after_gradient;
+    for (size_t i = 0; i < layers; ++i) into.push_back(moment_from_json(list[i], here + "[" + std::to_string(i) + "]"));
+  }
+  return fits;
+}
+
+void margin_from_json(const Json& m, const std::string& at, Margin* margin) {
+  if (!m.is_object() || !m.contains("derived") || !m["derived"].is_boolean())
+    throw CalibrationError(at + ": must be an object with \"derived\": true or false");
+  margin->derived = m["derived"].get<bool>();
+  if (margin->derived) {
+    margin->inside = number(m, "inside", at);
+    margin->per_doubling = number(m, "per_doubling", at);
+    margin->largest_tokens = static_cast<int64_t>(count(m, "largest_tokens", at));
+    if (!(margin->inside >= 0 && margin->inside <= 63) || !(margin->per_doubling >= 0 && margin->per_doubling <= 63))
+      throw CalibrationError(at + ": inside and per_doubling must be fractions from 0 to 63");
+  }
+  if (m.contains("evidence") && m["evidence"].is_array())
+    for (const Json& line : m["evidence"])
+      if (line.is_string()) margin->evidence.push_back(line.get<std::string>());
+}
+
 }  // namespace
 
 CalibrationJson calibration_to_json(const Calibration& c) {
@@ -277,24 +307,8 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
   if (j.contains("waiting")) c.waiting = term_from_json(j["waiting"], where + ".waiting");
-  if (version >= 2 && j.contains("moments") && !j["moments"].is_null()) {
-    const Json& m = j["moments"];
-    const std::string at = where + ".moments";
-    MomentFits fits;
-    fits.head = moment_from_json(field(m, "head", at), at + ".head");
-    const size_t layers = static_cast<size_t>(c.layers);
-    for (const char* kind : {"before_gradient", "after_gradient"}) {
-      const Json& list = field(m, kind, at);
-      const std::string here = at + "." + kind;
-      if (!list.is_array() || list.size() != layers)
-        throw CalibrationError(here + ": must have one entry per layer (" + std::to_string(layers) + ")");
-      std::vector<MomentFit>& into =
-          std::string(kind) == "before_gradient" ? fits.before_gradient : fits.after_gradient;
-      for (size_t i = 0; i < layers; ++i)
-        into.push_back(moment_from_json(list[i], here + "[" + std::to_string(i) + "]"));
-    }
-    c.moments = std::move(fits);
-  }
+  if (version >= 2 && j.contains("moments") && !j["moments"].is_null())
+    c.moments = moments_from_json(j["moments"], static_cast<size_t>(c.layers), where + ".moments");
   const Json& slots = field(j, "adapter_gradient_bytes", where);
   if (!slots.is_object()) throw CalibrationError("calibration.adapter_gradient_bytes: must be an object");
   for (auto it = slots.begin(); it != slots.end(); ++it)
@@ -308,24 +322,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.waves = count(j, "waves", where);
   // Absent in calibrations written before the margin was derived: the flat
   // safety factor prices them, as it did.
-  if (j.contains("margin")) {
-    const Json& m = j["margin"];
-    const std::string at = where + ".margin";
-    if (!m.is_object() || !m.contains("derived") || !m["derived"].is_boolean())
-      throw CalibrationError(at + ": must be an object with \"derived\": true or false");
-    c.margin.derived = m["derived"].get<bool>();
-    if (c.margin.derived) {
-      c.margin.inside = number(m, "inside", at);
-      c.margin.per_doubling = number(m, "per_doubling", at);
-      c.margin.largest_tokens = static_cast<int64_t>(count(m, "largest_tokens", at));
-      if (!(c.margin.inside >= 0 && c.margin.inside <= 63) ||
-          !(c.margin.per_doubling >= 0 && c.margin.per_doubling <= 63))
-        throw CalibrationError(at + ": inside and per_doubling must be fractions from 0 to 63");
-    }
-    if (m.contains("evidence") && m["evidence"].is_array())
-      for (const Json& line : m["evidence"])
-        if (line.is_string()) c.margin.evidence.push_back(line.get<std::string>());
-  }
+  if (j.contains("margin")) margin_from_json(j["margin"], where + ".margin", &c.margin);
   if (j.contains("warnings")) {
     const Json& w = j["warnings"];
     if (!w.is_array()) throw CalibrationError("calibration.warnings: must be an array of strings");
