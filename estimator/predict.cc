@@ -111,6 +111,22 @@ bool priced_by_moments(const Calibration& c) {
   return c.moments && c.moments->before_gradient.size() == static_cast<size_t>(c.layers);
 }
 
+// What a group of `size` holds while another group's backward runs before
+// its own: measured on groups that waited, never above the most its head held
+// before the backward (head_saved: nothing of a group is made while it
+// waits), the bound that stands for it where no group waited. The measured
+// term alone can exceed that bound only where it takes its conservative
+// growth (beyond the sizes that waited, or from fewer than three of them).
+// Only the term that decides is noted as read.
+uint64_t waiting_at(const Reader& r, WaveSize size) {
+  const Calibration& c = r.c;
+  if (!c.waiting) return r.at("head_saved", c.head_saved, size);
+  const Reader quiet{c, nullptr};
+  if (quiet.at("head_saved", c.head_saved, size) < quiet.at("waiting", *c.waiting, size))
+    return r.at("head_saved", c.head_saved, size);
+  return r.at("waiting", *c.waiting, size);
+}
+
 pricing::Group boundaries_at(const Reader& r, WaveSize size) {
   const size_t layers = static_cast<size_t>(r.c.layers);
   pricing::Group group;
@@ -207,22 +223,22 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
   const WaveSize* read_at = nullptr;
   pricing::Group base;
   MomentValues values;
-  uint64_t head_saved = 0;
+  uint64_t waiting = 0;
   for (size_t g = 0; g < sizes.size(); ++g) {
     const WaveSize& size = sizes[g];
     if (!read_at || !(*read_at == size)) {
       base = boundaries_at(r, size);
       if (by_moments) values = moment_values(r, size);
-      head_saved = c.waiting ? r.at("waiting", *c.waiting, size) : r.at("head_saved", c.head_saved, size);
+      waiting = waiting_at(r, size);
       read_at = &size;
     }
     pricing::Group group = base;
     if (g < slots.size()) group.slot = slots[g];
-    // What a group holds until its backward begins (measured on groups that
-    // waited, else the head state before the backward); the worst order
-    // charges it while the others run (pricing.h, Group::waiting_bytes).
-    // A wave of one group has no other group to charge it beside.
-    if (sizes.size() > 1) group.waiting_bytes = as_bytes(head_saved);
+    // What a group holds until its backward begins (waiting_at); the worst
+    // order charges it while the others run (pricing.h,
+    // Group::waiting_bytes). A wave of one group has no other group to
+    // charge it beside.
+    if (sizes.size() > 1) group.waiting_bytes = as_bytes(waiting);
     // Floor-only prices ignore gradients, pending or not.
     const std::vector<uint64_t> gradient = group.slot && !floor_only ? c.slot_gradients(*group.slot) : none;
     for (size_t i = 0; i < layers && i < gradient.size(); ++i) {

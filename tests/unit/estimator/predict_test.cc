@@ -69,6 +69,14 @@ TEST(Predict, GroupsOfTheirOwnSizesInTheWorstOrder) {
   Calibration measured = c;
   measured.waiting = line(0, 13);
   EXPECT_FALSE(predict(measured, r).extrapolation.waiting_assumed);
+  // A measured waiting term that comes to more than the head's most before
+  // the backward (its conservative growth, say) is charged that bound.
+  Calibration above = c;
+  above.waiting = line(0, 20);
+  EXPECT_EQ(predict(above, r).plan.forwards[0].groups[0].waiting_bytes, 13 * 16);
+  Calibration below = c;
+  below.waiting = line(0, 5);
+  EXPECT_EQ(predict(below, r).plan.forwards[0].groups[0].waiting_bytes, 5 * 16);
   // The forward order does not change the worst order's price.
   WaveRequest swapped;
   swapped.groups = {{48, {}, "b"}, {16, {}, "a"}};
