@@ -22,9 +22,15 @@ struct Reader {
   const Calibration& c;
   Extrapolation* extrapolation;
   uint64_t at(const char* name, const GrowthTerm& term, WaveSize size) const {
-    const bool outside = term.outside(size);
-    if (extrapolation) extrapolation->note(name, term, outside);
-    return term.bytes_at(size, term.has_beyond && (outside || term.few_sizes()));
+    note(name, term, size);
+    return quietly(term, size);
+  }
+  // The term's bytes at `size`, not noted as read (note() it if it decides).
+  uint64_t quietly(const GrowthTerm& term, WaveSize size) const {
+    return term.bytes_at(size, term.has_beyond && (term.outside(size) || term.few_sizes()));
+  }
+  void note(const char* name, const GrowthTerm& term, WaveSize size) const {
+    if (extrapolation) extrapolation->note(name, term, term.outside(size));
   }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
     const GrowthTerm* any = moment.any();
@@ -120,11 +126,13 @@ bool priced_by_moments(const Calibration& c) {
 // Only the term that decides is noted as read.
 uint64_t waiting_at(const Reader& r, WaveSize size) {
   const Calibration& c = r.c;
-  if (!c.waiting) return r.at("head_saved", c.head_saved, size);
-  const Reader quiet{c, nullptr};
-  if (quiet.at("head_saved", c.head_saved, size) < quiet.at("waiting", *c.waiting, size))
-    return r.at("head_saved", c.head_saved, size);
-  return r.at("waiting", *c.waiting, size);
+  const uint64_t bound = r.quietly(c.head_saved, size);
+  const uint64_t measured = c.waiting ? r.quietly(*c.waiting, size) : UINT64_MAX;
+  if (!c.waiting || bound < measured)
+    r.note("head_saved", c.head_saved, size);
+  else
+    r.note("waiting", *c.waiting, size);
+  return std::min(bound, measured);
 }
 
 pricing::Group boundaries_at(const Reader& r, WaveSize size) {
