@@ -16,6 +16,10 @@
 #                              its stderr in $TMP/err, its exit status in $rc
 #                              (check NAME STATUS "$TMP/out" "$TMP/err" shows
 #                              both when the check fails);
+#   check_exit NAME RC PATTERN COMMAND...
+#                              a check that COMMAND exits RC and prints a
+#                              line matching PATTERN (grep -E); when it does
+#                              not, the exit status and the output are shown;
 #   relay STATUS               for checks that another program printed as its
 #                              own "ok" / "not ok" lines: its exit status,
 #                              when not 0, fails this test too (no line of its
@@ -81,6 +85,16 @@ finish() {
 run() {
   "$PEAKSCOPE" "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
+}
+
+check_exit() {
+  local name=$1 want=$2 pattern=$3 ok=1 rc
+  shift 3
+  "$@" >"$TMP/check_exit.out" 2>&1
+  rc=$?
+  [ "$rc" -eq "$want" ] && grep -qE -- "$pattern" "$TMP/check_exit.out" && ok=0
+  [ $ok = 0 ] || echo "exit $rc, expected $want and /$pattern/:" | cat - "$TMP/check_exit.out" >"$TMP/check_exit.why"
+  check "$name" $ok "$TMP/check_exit.why"
 }
 
 relay() {

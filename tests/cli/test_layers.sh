@@ -17,14 +17,7 @@ copy() {  # copy NAME: the tree's C++ sources and layer table under $TMP/NAME
 }
 
 # layers NAME RC PATTERN ROOT: tools/check-layers on ROOT exits RC and prints PATTERN
-layers() {
-  local name=$1 want=$2 pattern=$3 root=$4 ok=1 rc
-  tools/check-layers "$root" >"$TMP/layers.out" 2>&1
-  rc=$?
-  [ "$rc" -eq "$want" ] && grep -qE -- "$pattern" "$TMP/layers.out" && ok=0
-  [ $ok = 0 ] || echo "exit $rc, expected $want and /$pattern/:" | cat - "$TMP/layers.out" >"$TMP/layers.why"
-  check "$name" $ok "$TMP/layers.why"
-}
+layers() { check_exit "$1" "$2" "$3" tools/check-layers "$4"; }
 
 layers "the tree passes" 0 '^ok layers: [0-9]+ files' .
 

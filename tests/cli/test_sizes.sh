@@ -22,14 +22,7 @@ function_of() {  # function_of NAME LINES: a C++ function of LINES lines in all
 }
 
 # sizes NAME RC PATTERN ROOT: tools/check-size on ROOT exits RC and prints PATTERN
-sizes() {
-  local name=$1 want=$2 pattern=$3 root=$4 ok=1 rc
-  tools/check-size "$root" >"$TMP/sizes.out" 2>&1
-  rc=$?
-  [ "$rc" -eq "$want" ] && grep -qE -- "$pattern" "$TMP/sizes.out" && ok=0
-  [ $ok = 0 ] || echo "exit $rc, expected $want and /$pattern/:" | cat - "$TMP/sizes.out" >"$TMP/sizes.why"
-  check "$name" $ok "$TMP/sizes.why"
-}
+sizes() { check_exit "$1" "$2" "$3" tools/check-size "$4"; }
 
 sizes "the tree passes" 0 '^ok sizes: [0-9]+ product files' .
 
