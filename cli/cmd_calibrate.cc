@@ -177,6 +177,14 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
   // A CalibrationError reaches main, which prints it like any bad input.
   Calibration calibration = calibrate(traces, o.safety);
   calibration.warnings = warnings;
+  // Prices read `waiting` with the conservative growth where no group of the
+  // size waited: the recipe (README, "Price the next wave") is for each to wait.
+  if (!quiet && calibration.waiting && calibration.waiting->sizes < calibration.head_saved.sizes)
+    fmt::print(stderr,
+               "peakscope calibrate: note: groups waited for another group's backward at {} of the {} group sizes; "
+               "at the others, what a waiting group holds is priced with the conservative growth (record waves in "
+               "which each group size runs its backward after another group's)\n",
+               calibration.waiting->sizes, calibration.head_saved.sizes);
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);

@@ -94,6 +94,10 @@ class DrawGroupsTest(unittest.TestCase):
                 self.assertTrue(any(min(calibrated) < n < max(calibrated) for n in checked))
                 self.assertLessEqual(max(checked), 3 * max(calibrated))
                 self.assertGreater(max(checked), 2.5 * max(calibrated))
+                # the README's recipe: every calibrated size waits for another
+                # group's backward in some calibration wave
+                waited = {sum(wave.groups[g][1]) for wave in spec.calibration for g in wave.backward_order[1:]}
+                self.assertEqual(waited, calibrated)
                 # single: one group per wave, every slot at every calibrated size
                 self.assertTrue(all(len(w.groups) == 1 and w.backward_order == (0,) for w in spec.single))
                 self.assertEqual({(w.groups[0][0], w.tokens) for w in spec.single},
