@@ -470,6 +470,7 @@ struct TermSamples {
   std::vector<Samples> boundary;
   Samples workspace, workspace_after, input_gradient, output, head_saved, waiting;
   MomentSamples moments;
+  int waves_cut_into_runs = 0, waves_whose_runs_kept_boundaries = 0;
 };
 
 // Whether a wave's terms calibrate: it has a token count, `use` takes it,
@@ -538,6 +539,10 @@ void add_trace(const Liveness& t, size_t layers, const std::function<bool(const 
     if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
       add_equal_parts(w, layers, s.boundary, s.workspace, s.input_gradient, s.head_saved);
     if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, c);
+    if (w.runs_free_boundaries >= 0) {
+      ++s.waves_cut_into_runs;
+      s.waves_whose_runs_kept_boundaries += w.runs_free_boundaries == 0;
+    }
   }
 }
 
@@ -561,6 +566,7 @@ void fit_terms(const TermSamples& s, Calibration* c) {
   c->output = fit_growth(s.output);
   c->head_saved = fit_growth(s.head_saved);
   if (!s.waiting.empty()) c->waiting = fit_growth(s.waiting);
+  c->runs_free_boundaries = s.waves_cut_into_runs > 0 && s.waves_whose_runs_kept_boundaries == 0;
   c->moments = fit_moments(s.moments);
 }
 

@@ -244,6 +244,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["output"] = term_to_json(c.output);
   j["head_saved"] = term_to_json(c.head_saved);
   if (c.waiting) j["waiting"] = term_to_json(*c.waiting);
+  if (c.runs_free_boundaries) j["runs_free_boundaries"] = true;
   if (c.moments) {
     Json before = Json::array(), after = Json::array();
     for (const MomentFit& m : c.moments->before_gradient) before.push_back(moment_to_json(m));
@@ -307,6 +308,11 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
   if (j.contains("waiting")) c.waiting = term_from_json(j["waiting"], where + ".waiting");
+  if (j.contains("runs_free_boundaries")) {
+    const Json& frees = j["runs_free_boundaries"];
+    if (!frees.is_boolean()) throw CalibrationError(where + ".runs_free_boundaries: must be true or false");
+    c.runs_free_boundaries = frees.get<bool>();
+  }
   if (version >= 2 && j.contains("moments") && !j["moments"].is_null())
     c.moments = moments_from_json(j["moments"], static_cast<size_t>(c.layers), where + ".moments");
   const Json& slots = field(j, "adapter_gradient_bytes", where);

@@ -139,6 +139,11 @@ struct WaveLiveness {
   // a group holds while it waits. -1: not measured (a wave of one group, the
   // first run).
   int64_t waiting_bytes = -1;
+  // Of a wave cut into runs: 1 when every boundary each run freed was made by
+  // its own group's forward (a group's boundaries are gone once its run
+  // ends), 0 when a run freed another group's (or the forwards did not cut
+  // into groups); -1: not measured (no runs).
+  int8_t runs_free_boundaries = -1;
   // Of a run: which group it is (an index into the wave's groups, in
   // forward order); -1 otherwise.
   int32_t group = -1;

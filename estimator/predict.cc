@@ -444,6 +444,7 @@ std::optional<pricing::Price> set_backward_order(const Calibration& c, pricing::
   pricing::Plan known = plan;
   pricing::Forward& forward = known.forwards.back();
   forward.backward_order = checked;
+  forward.runs_free_boundaries = c.runs_free_boundaries;
   forward.output_bytes += as_bytes((groups - 1) * c.sequence_allowance_bytes);
   if (!known.profiled) known.transient_bytes = as_bytes(static_cast<uint64_t>(known.transient_bytes) * groups);
   // The worst order, as priced without the order, bounds every order: the

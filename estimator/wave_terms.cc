@@ -283,6 +283,24 @@ int64_t most_rest_live(const std::vector<Made*>& made, uint64_t from, uint64_t t
   return most;
 }
 
+// Whether every boundary a run freed was made by its own group's forward: a
+// run owns what it frees, so a group whose boundaries outlived its backward
+// shows as a later run freeing them (or forwards that do not cut into the
+// groups, which cannot tell).
+bool each_run_frees_its_own_boundaries(const std::vector<std::vector<Made*>>& own,
+                                       const std::vector<uint64_t>& segments, uint64_t backward_start,
+                                       const std::vector<size_t>& run_of_group) {
+  if (segments.empty()) return false;
+  for (size_t k = 0; k < own.size(); ++k)
+    for (const Made* m : own[k]) {
+      if (m->category != Category::kBoundary || m->alloc_ordinal >= backward_start) continue;
+      const auto f = static_cast<size_t>(std::upper_bound(segments.begin(), segments.end(), m->alloc_ordinal) -
+                                         segments.begin() - 1);
+      if (run_of_group[f] != k) return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 // WaveLiveness::runs of a wave of several groups.
@@ -349,6 +367,7 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
     sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
   }
+  w->runs_free_boundaries = each_run_frees_its_own_boundaries(own, segments, backward_start, run_of_group) ? 1 : 0;
   w->runs = std::move(runs);
 }
 

@@ -212,6 +212,10 @@ class PlanReader {
     }
     if (auto order = value.find("backward_order"); order != value.end())
       forward.backward_order = backward_order(*order, member(path, "backward_order"), forward.groups.size());
+    if (auto frees = value.find("runs_free_boundaries"); frees != value.end()) {
+      if (!frees->is_boolean()) fail(member(path, "runs_free_boundaries"), "must be true or false");
+      forward.runs_free_boundaries = frees->get<bool>();
+    }
     return forward;
   }
 
@@ -260,7 +264,7 @@ class PlanReader {
       if (child.contains("children")) fail(member(path, "children"), "a child cannot itself be split");
       only_fields(child, path,
                   {"output_bytes", "workspace_bytes", "workspace_after_gradient_bytes", "input_gradient_bytes",
-                   "groups", "backward_order"});
+                   "groups", "backward_order", "runs_free_boundaries"});
       out.push_back(forward(child, path));
       for (size_t g = 0; g < out.back().groups.size(); ++g) {
         // Children of one slot set share their gradient tensors: a later
@@ -383,10 +387,10 @@ Plan parse_plan(const Json& json, const std::string& field_prefix) {
   PlanReader reader(field_prefix);
   reader.expect_object(json, "");
   if (json.contains("max_tokens")) reader.fail("max_tokens", "belongs to per-token admission plans (price --budget)");
-  reader.only_fields(
-      json, "",
-      {"safety_factor", "transient_bytes", "profiled", "output_bytes", "workspace_bytes",
-       "workspace_after_gradient_bytes", "input_gradient_bytes", "groups", "backward_order", "children"});
+  reader.only_fields(json, "",
+                     {"safety_factor", "transient_bytes", "profiled", "output_bytes", "workspace_bytes",
+                      "workspace_after_gradient_bytes", "input_gradient_bytes", "groups", "backward_order",
+                      "runs_free_boundaries", "children"});
   Plan plan;
   reader.wave_settings(json, plan.safety_factor, plan.transient_bytes, plan.profiled);
   auto children = json.find("children");

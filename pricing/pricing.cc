@@ -132,7 +132,7 @@ struct ForwardTerms {
 // non-negative: extra_g >= 0 and every m_h >= 0. The same closed form gives
 // the design's term (no moments, no waiting) and the term without waiting.
 ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool floor_at_net,
-                           const std::vector<int32_t>& order) {
+                           const std::vector<int32_t>& order, bool runs_free_boundaries) {
   ForwardTerms terms;
   terms.slots.reserve(groups.size());
   std::vector<GroupExcess> excess;
@@ -151,7 +151,7 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     for (size_t h = 0; h < groups.size(); ++h) {
       if (h == g) continue;
       if (position[h] < position[g])
-        held += std::max<Bytes>(0, excess[h].net);  // not below the floor: see pricing.h
+        held += runs_free_boundaries ? excess[h].net : std::max<Bytes>(0, excess[h].net);  // pricing.h
       else if (waiting)
         held += groups[h].waiting_bytes;
     }
@@ -216,12 +216,13 @@ void add_sorted_unique(std::vector<std::string>& into, const std::vector<std::st
 
 }  // namespace
 
-AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap, const std::vector<int32_t>& backward_order) {
-  return forward_terms(groups, overlap, false, backward_order).adapter;
+AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap, const std::vector<int32_t>& backward_order,
+                         bool runs_free_boundaries) {
+  return forward_terms(groups, overlap, false, backward_order, runs_free_boundaries).adapter;
 }
 
 std::vector<std::string> adapter_gradient_slots(const Forward& forward) {
-  return forward_terms(forward.groups, 0, false, forward.backward_order).slots;
+  return forward_terms(forward.groups, 0, false, forward.backward_order, forward.runs_free_boundaries).slots;
 }
 
 static Bytes overlap_of(const Forward& forward) {
@@ -248,8 +249,8 @@ Price price(const Plan& plan) {
     // workspace) is below the price, which charges the workspace in full
     // beside the adapter term. In a split, the next child's backward may begin
     // in that state with its own workspace: the state is a floor there.
-    ForwardTerms terms =
-        forward_terms(forward.groups, overlap_of(forward), plan.forwards.size() > 1, forward.backward_order);
+    ForwardTerms terms = forward_terms(forward.groups, overlap_of(forward), plan.forwards.size() > 1,
+                                       forward.backward_order, forward.runs_free_boundaries);
     c.retained += terms.retained;
     adapters.push_back(terms.adapter);
     if (forward.groups.empty()) continue;  // no backward: no adapter term, no peak

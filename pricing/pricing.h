@@ -69,6 +69,12 @@ struct Forward {
   // trainer fixes it (a permutation of them); empty: any order, and the price
   // is the worst one's. A known order never prices above the worst.
   std::vector<int32_t> backward_order;
+  // With a backward order: a group whose backward has run holds none of its
+  // boundaries (the oracle's semantics). Without it a run that left less than
+  // its boundaries is not counted on to have freed them (a trainer may keep a
+  // boundary alive past its group's backward); a calibration sets it where
+  // every run of its waves of several groups freed its boundaries.
+  bool runs_free_boundaries = false;
 };
 
 struct Plan {
@@ -137,9 +143,10 @@ struct AdapterTerm {
 // when it runs after: adapter = max_g [extra_g + sum_{h before g} max(0, net_h)
 // + sum_{h after g} waiting_h], never above the worst order's. A run that left
 // less than its boundaries (net_h < 0) is not counted on to have freed them:
-// a trainer's group may keep a boundary alive past its backward.
+// a trainer's group may keep a boundary alive past its backward; with
+// `runs_free_boundaries` (Forward::runs_free_boundaries) it is, net_h as it is.
 AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0,
-                         const std::vector<int32_t>& backward_order = {});
+                         const std::vector<int32_t>& backward_order = {}, bool runs_free_boundaries = false);
 
 struct Components {
   Bytes output = 0;

@@ -475,7 +475,10 @@ TEST(LivenessGolden, SplitBufferedGradientsArePendingNotWorkspace) {
 // schedule of step() per group: both forwards (a, then b), then the two
 // backwards in `order` ("ab" or "ba"). Each group's head state G lives from
 // its forward to its own layer 1's backward; each makes its own gradients.
-void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, const std::string& order, bool listed) {
+// keep_embedding: the first group to run leaves its first boundary (E) to the
+// last run's layer 0, as when a trainer holds it past the group's backward.
+void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, const std::string& order, bool listed,
+                bool keep_embedding = false) {
   const std::string groups = listed
                                  ? "[{\"tokens\": " + std::to_string(ta) +
                                        ", \"slot\": \"a\"}, {\"tokens\": " + std::to_string(tb) + ", \"slot\": \"b\"}]"
@@ -525,7 +528,8 @@ void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, cons
     s.alloc(kMain, gradient, kGradient);
     s.alloc(kMain, at(g, 10), 10 * t);  // IG0
     s.free(kMain, at(g, 9));
-    s.free(kMain, at(g, 1));
+    if (!keep_embedding || g != order.front()) s.free(kMain, at(g, 1));
+    if (keep_embedding && g == order.back()) s.free(kMain, at(order.front(), 1));
     s.free(kMain, at(g, 8));
     s.pop(kMain);
     s.push(kMain, "head/embedding");
@@ -540,13 +544,13 @@ void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, cons
 
 // Waves of two groups, each pair (ta, tb) in both orders.
 void write_two_groups(const std::string& path, const std::vector<std::pair<uint64_t, uint64_t>>& sizes,
-                      bool listed = true) {
+                      bool listed = true, bool keep_embedding = false) {
   SyntheticTrace s(path);
   s.alloc(kMain, 0x1000, kWeights);
   uint64_t base = 0x10000;
   for (const auto& [ta, tb] : sizes)
     for (const char* order : {"ab", "ba"}) {
-      two_groups(s, base, ta, tb, order, listed);
+      two_groups(s, base, ta, tb, order, listed, keep_embedding);
       base += 0x10000;
     }
   s.close();
@@ -585,6 +589,26 @@ TEST(LivenessGolden, EachGroupsRunHoldsWhatAWaveOfOneGroupOfItsSizeHolds) {
     EXPECT_EQ(a.moment_head_bytes, alone10.moment_head_bytes);
     EXPECT_EQ(b.head_saved_bytes, 260u);
   }
+}
+
+// Whether a group that ran freed its boundaries before the next began is
+// measured per wave; a calibration credits it in a known order only when
+// every wave of several groups did (pricing.h, Forward::runs_free_boundaries).
+TEST(LivenessGolden, WhetherRunsFreeTheirBoundariesIsMeasured) {
+  TempTrace freed("freed"), kept("kept"), one("one");
+  write_two_groups(freed.path, {{10, 20}, {20, 30}});
+  write_two_groups(kept.path, {{10, 20}, {20, 30}}, true, true);
+  write_steps(one.path, 10, 2);
+  const Liveness f = analyze_liveness(freed.path), k = analyze_liveness(kept.path), o = analyze_liveness(one.path);
+  for (const WaveLiveness& w : f.waves) EXPECT_EQ(w.runs_free_boundaries, 1) << w.index;
+  for (const WaveLiveness& w : k.waves) EXPECT_EQ(w.runs_free_boundaries, 0) << w.index;
+  for (const WaveLiveness& w : o.waves) EXPECT_EQ(w.runs_free_boundaries, -1) << w.index;  // one group: no runs
+  const Calibration credited = calibrate({f});
+  EXPECT_TRUE(credited.runs_free_boundaries);
+  EXPECT_TRUE(calibration_from_json(calibration_to_json(credited)).runs_free_boundaries);
+  EXPECT_FALSE(calibrate({f, k}).runs_free_boundaries);  // one wave kept a boundary: no credit
+  EXPECT_FALSE(calibrate({o}).runs_free_boundaries);     // nothing measured: no credit
+  EXPECT_FALSE(calibration_from_json(calibration_to_json(calibrate({f, k}))).runs_free_boundaries);
 }
 
 TEST(LivenessGolden, AWaveOfOneListedGroupIsPackedAsItsGroup) {

@@ -165,6 +165,61 @@ TEST(PricingProperty, AKnownBackwardOrderMatchesBruteForceAndNeverPassesTheWorst
   EXPECT_GT(exact, 300);        // and was priced to the byte in many
 }
 
+// Where runs free their boundaries (a calibration measured it), a known order
+// credits a run that left less than its boundaries: the brute force's price to
+// the byte, and never above the order priced without the credit.
+TEST(PricingProperty, AKnownOrderWhoseRunsFreeTheirBoundariesIsTheBruteForcesPrice) {
+  std::mt19937_64 rng(20261203);
+  Shape shape;
+  shape.max_groups = 6;
+  int cases = 0, exact = 0, credited = 0;
+  for (int i = 0; i < 1500; ++i) {
+    Case c = testing::random_case(rng, shape);
+    if (c.wave.forwards.size() != 1 || c.wave.forwards[0].groups.size() < 2) continue;
+    std::vector<int>& order = c.wave.forwards[0].backward_order;
+    order.resize(c.wave.forwards[0].groups.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    ++cases;
+    Json plan = testing::plan_json(c);
+    const Price kept = price(parse_plan(plan));
+    plan["runs_free_boundaries"] = true;
+    const Price freed = price(parse_plan(plan));
+    const oracle::Result want = oracle::price(c.wave);
+    ASSERT_GE(freed.raw_bytes, want.raw) << plan.dump();
+    ASSERT_LE(freed.raw_bytes, kept.raw_bytes) << plan.dump();
+    exact += freed.raw_bytes == want.raw;
+    credited += freed.raw_bytes < kept.raw_bytes;
+  }
+  EXPECT_GT(cases, 500);
+  EXPECT_GT(credited, 100);  // the credit mattered in many cases
+  EXPECT_EQ(exact, cases);   // and the price is the brute force's in every one
+}
+
+// The worked case: a runs first and leaves 180 bytes less than its
+// boundaries (net -180); b, running second, peaks at 190 over the floor.
+// Floored, b's moment is charged on top of all of a's boundaries (220
+// retained + 190); credited, a's boundaries are gone by then and a's own run
+// (10 over the floor) is the peak.
+TEST(PricingProperty, ARunIsCreditedItsBoundariesOnlyWhereTheyAreFreed) {
+  auto group = [](const char* slot, Json boundary, Json pending) {
+    return Json{{"slot", slot},
+                {"boundary_bytes", boundary},
+                {"pending_gradient_bytes", pending},
+                {"outside_gradient_bytes", 0}};
+  };
+  Json plan = {{"safety_factor", 1.0},
+               {"transient_bytes", 0},
+               {"profiled", true},
+               {"groups", Json::array({group("a", {100, 100}, {10, 10}), group("b", {10, 10}, {100, 100})})},
+               {"backward_order", Json::array({0, 1})}};
+  EXPECT_EQ(price(parse_plan(plan)).raw_bytes, 410);
+  plan["runs_free_boundaries"] = true;
+  const Price credited = price(parse_plan(plan));
+  EXPECT_EQ(credited.raw_bytes, 230);
+  EXPECT_EQ(credited.peak_group, "a");
+}
+
 TEST(PricingProperty, ABackwardOrderThatIsNotAPermutationIsRefused) {
   Json plan = {{"safety_factor", 1.0},
                {"transient_bytes", 0},
@@ -183,6 +238,11 @@ TEST(PricingProperty, ABackwardOrderThatIsNotAPermutationIsRefused) {
   }
   plan["backward_order"] = Json::array({1, 0});
   EXPECT_EQ(parse_plan(plan).forwards[0].backward_order, (std::vector<int32_t>{1, 0}));
+  EXPECT_FALSE(parse_plan(plan).forwards[0].runs_free_boundaries);
+  plan["runs_free_boundaries"] = 1;
+  EXPECT_THROW(parse_plan(plan), PlanError);
+  plan["runs_free_boundaries"] = true;
+  EXPECT_TRUE(parse_plan(plan).forwards[0].runs_free_boundaries);
 }
 
 TEST(PricingProperty, SplitWavesMatchBruteForce) {
