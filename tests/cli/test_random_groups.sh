@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Random held-out models of several gradient groups as a test: one seed of
+# random_models.draw_groups (tools/accuracy-groups; `make accuracy-groups`
+# runs 10), calibrated on waves of several groups and on one-group waves,
+# checked on waves of group sizes never calibrated, in their backward order.
+#   5  packed attention (1 head), three slots, accumulating, 1 thread
+# It passes when neither calibration prices a wave under its measured peak,
+# every calibrated group size waited for another group's backward (calibrate
+# says nothing of sizes that never did), and the calibration from waves of
+# several groups measured that each run freed its own group's boundaries.
+SUBJECT="random held-out groups"
+. "$(dirname "$0")/lib.sh"
+need_torch
+OUT="$TMP" BUILD="$BUILD" tools/accuracy-groups --seeds 5 >"$TMP/table" 2>"$TMP/progress"
+groups=$?
+for cal in groups single; do
+  row=$(awk -v cal="$cal" '$1 == 5 && $2 == cal { print; exit }' "$TMP/table")
+  under=$(awk '{ print $4 }' <<<"$row")
+  expect '[ -n "$row" ] && [ "$under" = 0 ]' "seed 5 calibrated on $cal under-estimated (or did not run): ${row:-no row}"
+done
+expect '[ $groups -eq 0 ]' "tools/accuracy-groups exited $groups"
+expect '! grep -q "group sizes; at the others" "$TMP/seed-5/calibrate-groups.log"' \
+  "calibrate noted a group size that never waited: $(grep note "$TMP/seed-5/calibrate-groups.log")"
+expect 'grep -q "\"runs_free_boundaries\": true" "$TMP/seed-5/cal.json"' \
+  "the calibration did not measure that runs free their boundaries"
+expect '! grep -q "runs_free_boundaries" "$TMP/seed-5/single.json"' \
+  "a calibration from one-group waves claims runs free their boundaries"
+if [ "$PSC_STATUS" != 0 ]; then
+  echo "tools/accuracy-groups exited $groups:"
+  sed 's/^/    /' "$TMP/table" "$TMP/progress" | tail -n 40
+fi
+finish
