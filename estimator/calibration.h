@@ -124,10 +124,10 @@ struct Calibration {
   // (WaveLiveness::waiting_bytes). Absent without such runs: head_saved
   // stands for it (the most the head held before the backward, a bound).
   std::optional<GrowthTerm> waiting;
-  // Every run of the calibration's waves of several groups freed its
-  // boundaries before the next group's backward began (and there was such a
-  // wave): a known backward order then credits a group that ran with them
-  // (pricing::Forward::runs_free_boundaries).
+  // In every one of the calibration's waves of several groups (and there was
+  // one), each run freed only boundaries its own group's forward made
+  // (WaveLiveness::runs_free_boundaries): a known backward order then credits
+  // a group that ran with them (pricing::Forward::runs_free_boundaries).
   bool runs_free_boundaries = false;
   // Absent in calibrations without waves of one group (or written before
   // moments were measured): prices then charge the sum of the terms' maxima.

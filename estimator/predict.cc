@@ -453,7 +453,7 @@ std::optional<pricing::Price> set_backward_order(const Calibration& c, pricing::
   forward.runs_free_boundaries = c.runs_free_boundaries;
   if (!known.profiled) known.transient_bytes = as_bytes(static_cast<uint64_t>(known.transient_bytes) * groups);
   // The worst order, as priced without the order, bounds every order: the
-  // allowances never lift a known order above it.
+  // cold allowance per group never lifts a known order above it.
   pricing::Price known_price = pricing::price(known);
   pricing::Price worst_price = pricing::price(plan);
   if (known_price.raw_bytes >= worst_price.raw_bytes) return worst_price;

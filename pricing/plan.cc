@@ -212,10 +212,7 @@ class PlanReader {
     }
     if (auto order = value.find("backward_order"); order != value.end())
       forward.backward_order = backward_order(*order, member(path, "backward_order"), forward.groups.size());
-    if (auto frees = value.find("runs_free_boundaries"); frees != value.end()) {
-      if (!frees->is_boolean()) fail(member(path, "runs_free_boundaries"), "must be true or false");
-      forward.runs_free_boundaries = frees->get<bool>();
-    }
+    forward.runs_free_boundaries = optional_boolean(value, path, "runs_free_boundaries", false);
     return forward;
   }
 

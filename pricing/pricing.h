@@ -73,7 +73,7 @@ struct Forward {
   // boundaries (the oracle's semantics). Without it a run that left less than
   // its boundaries is not counted on to have freed them (a trainer may keep a
   // boundary alive past its group's backward); a calibration sets it where
-  // every run of its waves of several groups freed its boundaries.
+  // every run of its waves of several groups freed only its own group's.
   bool runs_free_boundaries = false;
 };
 

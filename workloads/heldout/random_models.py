@@ -49,8 +49,8 @@ makes them). tools/accuracy-groups measures them.
 
 import copy
 import dataclasses
-import math
 import itertools
+import math
 import random
 
 import torch
