@@ -421,13 +421,14 @@ double GrowthTerm::chord(WaveSize size) const {
   return a.bytes + (b.bytes - a.bytes) * x;
 }
 
-std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const {
+std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const { return feature_names(outside_mask(size)); }
+
+std::vector<std::string> GrowthTerm::feature_names(uint8_t mask) {
   static constexpr std::pair<Outside, const char*> kNames[] = {{kOutsideTokens, "tokens"},
                                                                {kOutsideSquares, "squares"},
                                                                {kOutsideSequences, "sequences"},
                                                                {kOutsideLongest, "longest"},
                                                                {kOutsideLongestShare, "longest share"}};
-  const uint8_t mask = outside_mask(size);
   std::vector<std::string> out;
   for (const auto& [bit, name] : kNames)
     if (mask & bit) out.push_back(name);

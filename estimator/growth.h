@@ -142,6 +142,8 @@ struct GrowthTerm {
   // The same by name ("tokens", "squares", "sequences", "longest", "longest
   // share"), for a miss to be named; empty inside.
   std::vector<std::string> outside_features(WaveSize size) const;
+  // The names of the features in an Outside mask, in the order above.
+  static std::vector<std::string> feature_names(uint8_t mask);
   bool few_sizes() const { return sizes < 3; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
   uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }

@@ -30,13 +30,13 @@ struct Reader {
     return term.bytes_at(size, term.has_beyond && (term.outside(size) || term.few_sizes()));
   }
   void note(const char* name, const GrowthTerm& term, WaveSize size) const {
-    if (extrapolation) extrapolation->note(name, term, term.outside(size));
+    if (extrapolation) extrapolation->note(name, term, size);
   }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
     const GrowthTerm* any = moment.any();
     if (!any) return 0;
     const bool outside = any->outside(size);
-    if (extrapolation) extrapolation->note(name, *any, outside);
+    if (extrapolation) extrapolation->note(name, *any, size);
     return moment.bytes_at(size, any->has_beyond && (outside || any->few_sizes()));
   }
 };
@@ -150,8 +150,14 @@ pricing::Group boundaries_at(const Reader& r, WaveSize size) {
 
 }  // namespace
 
-void Extrapolation::note(const char* term, const GrowthTerm& fit, bool is_outside) {
+void Extrapolation::note(const char* term, const GrowthTerm& fit, WaveSize size) {
   if (fit.sizes == 0) return;  // no points (a zero term), or a calibration that kept no sizes
+  const uint8_t mask = fit.outside_mask(size);
+  const bool is_outside = mask != 0;
+  // A wave of one sequence against waves of one sequence: its squares and
+  // longest sequence follow from its tokens, and only those are named.
+  features |= fit.largest.sequences <= 1 && size.sequences <= 1 ? (mask & GrowthTerm::kOutsideTokens) : mask;
+  if (mask & GrowthTerm::kOutsideLongest) longest_square_beyond = std::max(longest_square_beyond, size.longest_square);
   // Most reads repeat a term already noted (one per layer): compare by pointer first.
   auto seen = [&](std::vector<const char*>& names) {
     if (std::find(names.begin(), names.end(), term) != names.end()) return true;
@@ -170,12 +176,20 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   };
   std::vector<std::string> out;
   for (const std::string& w : c.warnings) out.push_back("calibration: " + w);
-  if (!outside.empty()) {
-    const GrowthTerm& w = c.workspace;
-    out.push_back(
-        fmt::format("outside the calibrated sizes (tokens per group {}..{}): {} priced with the conservative growth",
-                    w.smallest.tokens, w.largest.tokens, list(outside)));
-  }
+  const GrowthTerm& w = c.workspace;
+  if (!outside.empty())
+    out.push_back(fmt::format(
+        "outside the calibrated sizes (tokens per group {}..{}; outside in {}): {} priced with the conservative growth",
+        w.smallest.tokens, w.largest.tokens, list(GrowthTerm::feature_names(features)), list(outside)));
+  // Only packed calibrations bound the squares so (growth.h, priced_size).
+  if (longest_square_beyond > 0 && w.sizes > 0 && w.largest.sequences > 1 && w.least_longest_share > 0 &&
+      w.least_longest_share < 1)
+    out.push_back(fmt::format(
+        "a longest sequence of {} tokens, beyond the longest calibrated ({}): its squares are priced as l_max^2 / "
+        "{:.3g}, "
+        "the smallest share of a calibration wave's squares in its longest sequence (a bound: docs/pricing.md)",
+        std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
+        w.least_longest_share));
   if (waiting_assumed)
     out.push_back(
         "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "
@@ -262,7 +276,7 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
     // charged its granule (Calibration::sequence_allowance_bytes).
     if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
       forward.output_bytes += as_bytes(static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes);
-      if (extrapolation) extrapolation->note("sequences", c.workspace, true);
+      if (extrapolation) extrapolation->note("sequences", c.workspace, size);
     }
     forward.groups.push_back(std::move(group));
   }

@@ -69,9 +69,15 @@ struct Extrapolation {
   // Groups priced waiting with the head state before the backward (the
   // calibration measured no group waiting for another): a bound, said so.
   bool waiting_assumed = false;
-  // `term` is a name with static storage: each is kept once, by pointer,
-  // without building a string per term read (a price reads hundreds).
-  void note(const char* term, const GrowthTerm& fit, bool is_outside);
+  // Which features of the sizes read lie outside the calibrated ones
+  // (GrowthTerm::Outside bits), and the longest sequence's square read
+  // beyond the calibrated longest (0: none).
+  uint8_t features = 0;
+  double longest_square_beyond = 0;
+  // `term` read at `size`. `term` is a name with static storage: each is kept
+  // once, by pointer, without building a string per term read (a price reads
+  // hundreds).
+  void note(const char* term, const GrowthTerm& fit, WaveSize size);
   // One line per kind, empty when nothing was extrapolated.
   std::vector<std::string> warnings(const Calibration& calibration) const;
 

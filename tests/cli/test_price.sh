@@ -130,7 +130,7 @@ golden "$DIR/calibrated.expected.json" price --calibration "$CAL" --tokens 1280 
 golden "$DIR/calibrated.expected.txt" price --calibration "$CAL" --tokens 1280
 golden "$DIR/calibrated_admission.expected.json" price --calibration "$CAL" --budget 1MiB --json
 run price --calibration "$CAL" --tokens 4096
-expect '[ $rc -eq 0 ] && grep -q "^warning: outside the calibrated sizes (tokens per group 1024..1536)" "$TMP/out"' \
+expect '[ $rc -eq 0 ] && grep -q "^warning: outside the calibrated sizes (tokens per group 1024..1536; outside in tokens)" "$TMP/out"' \
   "no warning outside the calibrated sizes ($(said))"
 run price --calibration "$CAL" --budget 1048576
 expect '[ $rc -eq 0 ] && grep -q "^largest wave that fits in 1.00 MiB: " "$TMP/out"' "budget line ($(said))"

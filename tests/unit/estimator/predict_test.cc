@@ -178,6 +178,48 @@ TEST(Predict, OutsideTheCalibratedSizesSaysSo) {
   EXPECT_NE(p.extrapolation.warnings(c)[0].find("outside the calibrated sizes"), std::string::npos);
 }
 
+// Each warning says which features of the wave lie outside (not only the
+// tokens), and a longest sequence beyond the calibrated one names the bound
+// its squares were priced with.
+TEST(Predict, OutsideNamesTheFeaturesAndTheLongestSequenceBound) {
+  Calibration c = two_layers();
+  // As if calibrated on packed waves of up to 4 sequences, the longest 40
+  // tokens, its share of the squares from 0.25 to 0.5.
+  auto saw_packing = [](GrowthTerm& t) {
+    t.largest.sequences = 4;
+    t.largest.longest_square = 40 * 40;
+    t.longest_share = 0.5;
+    t.least_longest_share = 0.25;
+  };
+  for (GrowthTerm& t : c.boundary) saw_packing(t);
+  for (GrowthTerm* t : {&c.workspace, &c.input_gradient, &c.output, &c.head_saved}) saw_packing(*t);
+  for (MomentFit* m : {&c.moments->head}) saw_packing(m->events.front());
+  for (MomentFit& m : c.moments->before_gradient) saw_packing(m.events.front());
+  for (MomentFit& m : c.moments->after_gradient) saw_packing(m.events.front());
+
+  WaveRequest inside;
+  inside.tokens = 48;
+  inside.sequence_lengths = {16, 16, 16};  // the longest's share 1/3
+  for (const std::string& line : predict(c, inside).extrapolation.warnings(c)) ADD_FAILURE() << line;
+
+  WaveRequest longer = inside;
+  longer.sequence_lengths = {44, 4};  // 44 > 40, and a share of 0.99 > 0.5
+  const Prediction p = predict(c, longer);
+  EXPECT_EQ(p.extrapolation.features & GrowthTerm::kOutsideLongest, GrowthTerm::kOutsideLongest);
+  const std::vector<std::string> w = p.extrapolation.warnings(c);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_NE(w[0].find("outside in longest, longest share)"), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("a longest sequence of 44 tokens, beyond the longest calibrated (40)"), std::string::npos)
+      << w[1];
+  EXPECT_NE(w[1].find("l_max^2 / 0.25"), std::string::npos) << w[1];
+
+  // Calibrated on waves of one sequence only, a packed wave is priced as one
+  // sequence of its tokens: no longest-sequence bound to name.
+  const Calibration one = two_layers();
+  for (const std::string& line : predict(one, longer).extrapolation.warnings(one))
+    EXPECT_EQ(line.find("a longest sequence"), std::string::npos) << line;
+}
+
 TEST(Predict, BadRequestsNameTheField) {
   const Calibration c = two_layers();
   auto field_of = [&](const WaveRequest& r) {
