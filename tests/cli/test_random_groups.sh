@@ -7,7 +7,8 @@
 # It passes when neither calibration prices a wave under its measured peak,
 # every calibrated group size waited for another group's backward (calibrate
 # says nothing of sizes that never did), and the calibration from waves of
-# several groups measured that each run freed its own group's boundaries.
+# several groups measured that each run freed its own group's boundaries; and
+# tools/accuracy-recheck prices the stored runs again to the same figures.
 SUBJECT="random held-out groups"
 . "$(dirname "$0")/lib.sh"
 need_torch
@@ -25,6 +26,19 @@ expect 'grep -q "\"runs_free_boundaries\": true" "$TMP/seed-5/cal.json"' \
   "the calibration did not measure that runs free their boundaries"
 expect '! grep -q "runs_free_boundaries" "$TMP/seed-5/single.json"' \
   "a calibration from one-group waves claims runs free their boundaries"
+# The same stored runs priced again by tools/accuracy-recheck, the build
+# beside itself: the same waves, the same maximum as the table, and no wave
+# priced differently (pricing is deterministic).
+tools/accuracy-recheck --builds "$BUILD $BUILD" "$TMP" >"$TMP/recheck" 2>/dev/null
+rechecked=$?
+expect '[ $rechecked -eq 0 ]' "tools/accuracy-recheck exited $rechecked: $(cat "$TMP/recheck")"
+for pair in "cal.json groups" "single.json single"; do
+  read -r file cal <<<"$pair"
+  table_max=$(awk -v cal="$cal" '$1 == 5 && $2 == cal { print $8; exit }' "$TMP/table")
+  rows=$(awk -v f="$file" '$2 == f' "$TMP/recheck")
+  expect '[ "$(wc -l <<<"$rows")" = 2 ] && [ -z "$(awk -v m="$table_max" '"'"'$4 != 12 || $5 != 0 || $8 != m || $9 != 0'"'"' <<<"$rows")" ]' \
+    "recheck of $file differs from the table (max $table_max): $rows"
+done
 if [ "$PSC_STATUS" != 0 ]; then
   echo "tools/accuracy-groups exited $groups:"
   sed 's/^/    /' "$TMP/table" "$TMP/progress" | tail -n 40
