@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -185,6 +186,14 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
                "at the others, what a waiting group holds is priced with the conservative growth (record waves in "
                "which each group size runs its backward after another group's)\n",
                calibration.waiting->sizes, calibration.head_saved.sizes);
+  // Packed calibrations bound the squares of a longer longest sequence
+  // (growth.h, priced_size): said here, before a price meets it.
+  const GrowthTerm& w = calibration.workspace;
+  if (!quiet && w.sizes > 0 && w.largest.sequences > 1 && w.least_longest_share > 0 && w.least_longest_share < 1)
+    fmt::print(stderr,
+               "peakscope calibrate: note: the longest calibrated sequence has {} tokens; a wave with a longer one is "
+               "priced with its squares bounded as l_max^2 / {:.3g} (up to {:.3g} times its own) and warned about\n",
+               std::lround(std::sqrt(w.largest.longest_square)), w.least_longest_share, 1 / w.least_longest_share);
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);

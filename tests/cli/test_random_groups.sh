@@ -22,6 +22,8 @@ done
 expect '[ $groups -eq 0 ]' "tools/accuracy-groups exited $groups"
 expect '! grep -q "group sizes; at the others" "$TMP/seed-5/calibrate-groups.log"' \
   "calibrate noted a group size that never waited: $(grep note "$TMP/seed-5/calibrate-groups.log")"
+expect 'grep -q "note: the longest calibrated sequence has [0-9]* tokens; a wave with a longer one is priced with its squares bounded" "$TMP/seed-5/calibrate-groups.log"' \
+  "calibrate did not say where the packed longest-sequence bound begins: $(cat "$TMP/seed-5/calibrate-groups.log")"
 expect 'grep -q "\"runs_free_boundaries\": true" "$TMP/seed-5/cal.json"' \
   "the calibration did not measure that runs free their boundaries"
 expect '! grep -q "runs_free_boundaries" "$TMP/seed-5/single.json"' \
