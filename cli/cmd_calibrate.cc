@@ -189,7 +189,7 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
   // Packed calibrations bound the squares of a longer longest sequence
   // (growth.h, priced_size): said here, before a price meets it.
   const GrowthTerm& w = calibration.workspace;
-  if (!quiet && w.sizes > 0 && w.largest.sequences > 1 && w.least_longest_share > 0 && w.least_longest_share < 1)
+  if (!quiet && w.bounds_longer_sequences())
     fmt::print(stderr,
                "peakscope calibrate: note: the longest calibrated sequence has {} tokens; a wave with a longer one is "
                "priced with its squares bounded as l_max^2 / {:.3g} (up to {:.3g} times its own) and warned about\n",

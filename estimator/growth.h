@@ -145,6 +145,12 @@ struct GrowthTerm {
   // The names of the features in an Outside mask, in the order above.
   static std::vector<std::string> feature_names(uint8_t mask);
   bool few_sizes() const { return sizes < 3; }
+  // Calibrated on packed waves whose longest sequence held less than all of
+  // their squares: a longer longest sequence has its squares bounded as
+  // l_max² / least_longest_share (priced_size), which the warnings name.
+  bool bounds_longer_sequences() const {
+    return sizes > 0 && largest.sequences > 1 && least_longest_share > 0 && least_longest_share < 1;
+  }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
   uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }
   // With extrapolated() computed once for terms that share their sizes.

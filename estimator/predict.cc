@@ -22,22 +22,26 @@ struct Reader {
   const Calibration& c;
   Extrapolation* extrapolation;
   uint64_t at(const char* name, const GrowthTerm& term, WaveSize size) const {
-    note(name, term, size);
-    return quietly(term, size);
+    const uint8_t outside = term.outside_mask(size);
+    if (extrapolation) extrapolation->note(name, term, size, outside);
+    return priced(term, size, outside);
   }
   // The term's bytes at `size`, not noted as read (note() it if it decides).
-  uint64_t quietly(const GrowthTerm& term, WaveSize size) const {
-    return term.bytes_at(size, term.has_beyond && (term.outside(size) || term.few_sizes()));
+  uint64_t quietly(const GrowthTerm& term, WaveSize size) const { return priced(term, size, term.outside_mask(size)); }
+  // With the conservative growth outside (`outside`: its outside_mask) or
+  // from fewer than three sizes.
+  static uint64_t priced(const GrowthTerm& term, WaveSize size, uint8_t outside) {
+    return term.bytes_at(size, term.has_beyond && (outside != 0 || term.few_sizes()));
   }
   void note(const char* name, const GrowthTerm& term, WaveSize size) const {
-    if (extrapolation) extrapolation->note(name, term, size);
+    if (extrapolation) extrapolation->note(name, term, size, term.outside_mask(size));
   }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
     const GrowthTerm* any = moment.any();
     if (!any) return 0;
-    const bool outside = any->outside(size);
-    if (extrapolation) extrapolation->note(name, *any, size);
-    return moment.bytes_at(size, any->has_beyond && (outside || any->few_sizes()));
+    const uint8_t outside = any->outside_mask(size);
+    if (extrapolation) extrapolation->note(name, *any, size, outside);
+    return moment.bytes_at(size, any->has_beyond && (outside != 0 || any->few_sizes()));
   }
 };
 
@@ -150,9 +154,8 @@ pricing::Group boundaries_at(const Reader& r, WaveSize size) {
 
 }  // namespace
 
-void Extrapolation::note(const char* term, const GrowthTerm& fit, WaveSize size) {
+void Extrapolation::note(const char* term, const GrowthTerm& fit, WaveSize size, uint8_t mask) {
   if (fit.sizes == 0) return;  // no points (a zero term), or a calibration that kept no sizes
-  const uint8_t mask = fit.outside_mask(size);
   const bool is_outside = mask != 0;
   // A wave of one sequence against waves of one sequence: its squares and
   // longest sequence follow from its tokens, and only those are named.
@@ -181,15 +184,13 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
     out.push_back(fmt::format(
         "outside the calibrated sizes (tokens per group {}..{}; outside in {}): {} priced with the conservative growth",
         w.smallest.tokens, w.largest.tokens, list(GrowthTerm::feature_names(features)), list(outside)));
-  // Only packed calibrations bound the squares so (growth.h, priced_size).
-  if (longest_square_beyond > 0 && w.sizes > 0 && w.largest.sequences > 1 && w.least_longest_share > 0 &&
-      w.least_longest_share < 1)
-    out.push_back(fmt::format(
-        "a longest sequence of {} tokens, beyond the longest calibrated ({}): its squares are priced as l_max^2 / "
-        "{:.3g}, "
-        "the smallest share of a calibration wave's squares in its longest sequence (a bound: docs/pricing.md)",
-        std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
-        w.least_longest_share));
+  if (longest_square_beyond > 0 && w.bounds_longer_sequences())
+    out.push_back(
+        fmt::format("a longest sequence of {} tokens, beyond the longest calibrated ({}): its squares are priced as "
+                    "l_max^2 / {:.3g}, the smallest share of a calibration wave's squares in its longest sequence "
+                    "(a bound: docs/pricing.md)",
+                    std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
+                    w.least_longest_share));
   if (waiting_assumed)
     out.push_back(
         "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "
@@ -276,7 +277,7 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
     // charged its granule (Calibration::sequence_allowance_bytes).
     if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
       forward.output_bytes += as_bytes(static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes);
-      if (extrapolation) extrapolation->note("sequences", c.workspace, size);
+      if (extrapolation) extrapolation->note("sequences", c.workspace, size, c.workspace.outside_mask(size));
     }
     forward.groups.push_back(std::move(group));
   }

@@ -74,10 +74,11 @@ struct Extrapolation {
   // beyond the calibrated longest (0: none).
   uint8_t features = 0;
   double longest_square_beyond = 0;
-  // `term` read at `size`. `term` is a name with static storage: each is kept
-  // once, by pointer, without building a string per term read (a price reads
-  // hundreds).
-  void note(const char* term, const GrowthTerm& fit, WaveSize size);
+  // `term` read at `size`, where `fit.outside_mask(size)` is `mask` (the
+  // reader has it already). `term` is a name with static storage: each is
+  // kept once, by pointer, without building a string per term read (a price
+  // reads hundreds).
+  void note(const char* term, const GrowthTerm& fit, WaveSize size, uint8_t mask);
   // One line per kind, empty when nothing was extrapolated.
   std::vector<std::string> warnings(const Calibration& calibration) const;
 
