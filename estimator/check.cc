@@ -78,7 +78,10 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   int64_t group_tokens = w.largest_group_tokens();
   for (const WaveLiveness::Child& child : w.children)
     group_tokens = std::max(group_tokens, child.tokens / std::max<int64_t>(1, child.groups));
-  pricing::Plan plan = calibrated_plan(c, w.cold, group_tokens);
+  // Split children are one gradient group's pieces, or groups of forwards
+  // priced apart (below): the allowance once, as their waves measured it.
+  pricing::Plan plan =
+      calibrated_plan(c, w.cold, group_tokens, w.children.empty() ? distinct_sizes(w.group_sizes()) : 1);
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {

@@ -204,10 +204,17 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
-pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens) {
+size_t distinct_sizes(const std::vector<WaveSize>& sizes) {
+  std::vector<WaveSize> seen;
+  for (const WaveSize& s : sizes)
+    if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
+  return seen.size();
+}
+
+pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens, size_t groups) {
   pricing::Plan plan;
   plan.safety_factor = c.factor(group_tokens);
-  plan.transient_bytes = as_bytes(c.first_execution_bytes);
+  plan.transient_bytes = as_bytes(c.first_execution_bytes * std::max<uint64_t>(1, groups));
   plan.profiled = !cold;
   return plan;
 }
@@ -466,9 +473,7 @@ std::optional<pricing::Price> set_backward_order(const Calibration& c, pricing::
   pricing::Forward& forward = known.forwards.back();
   forward.backward_order = checked;
   forward.runs_free_boundaries = c.runs_free_boundaries;
-  if (!known.profiled) known.transient_bytes = as_bytes(static_cast<uint64_t>(known.transient_bytes) * groups);
-  // The worst order, as priced without the order, bounds every order: the
-  // cold allowance per group never lifts a known order above it.
+  // The worst order, as priced without the order, bounds every order.
   pricing::Price known_price = pricing::price(known);
   pricing::Price worst_price = pricing::price(plan);
   if (known_price.raw_bytes >= worst_price.raw_bytes) return worst_price;
@@ -480,7 +485,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   const auto [sizes, slots] = groups_of(c, request);
   Prediction p;
   for (const WaveSize& size : sizes) p.group_tokens = std::max(p.group_tokens, size.tokens);
-  p.plan = calibrated_plan(c, request.cold, p.group_tokens);
+  p.plan = calibrated_plan(c, request.cold, p.group_tokens, distinct_sizes(sizes));
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));

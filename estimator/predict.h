@@ -88,8 +88,15 @@ struct Extrapolation {
 
 // A plan of no forward yet: the calibration's margin for a wave whose
 // largest group has `group_tokens` tokens (Calibration::factor), and its
-// first-execution allowance charged when the wave is cold.
-pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens);
+// first-execution allowance charged when the wave is cold, once for each of
+// its `groups` group shapes (distinct_sizes): each group of a shape not run
+// before makes its own first executions, in any backward order, and a wave
+// says it is cold, not which of its groups are new. The allowance is the
+// most one calibration cold wave added; charged once a wave, cold waves of
+// two new group sizes priced 2.3 KB under (docs/accuracy.md).
+pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens, size_t groups = 1);
+// How many of `sizes` differ (tokens or packing): the group shapes of a wave.
+size_t distinct_sizes(const std::vector<WaveSize>& sizes);
 
 // `groups` equal parts of `whole` (its tokens, and its sequences when it is
 // packed): the sizes of a wave whose payload gave only a group count.
@@ -101,11 +108,9 @@ std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
 // moments' intercepts (its loss, a scalar or two): each group but the running
 // one is charged one allocation granule (Calibration::sequence_allowance_bytes)
 // for them; measured misses this covers on the held-out models: 11 to 12
-// bytes a wave (docs/accuracy.md). In a cold wave what the groups that ran
-// first left of their first execution may still be live, and the allowance
-// was measured in the calibration's orders only: it is charged once per group
-// (without: 0.1% under on the held-out models). Where that comes to no less
-// than the worst order's price, the plan stays in the worst order. Returns the
+// bytes a wave (docs/accuracy.md). A cold wave's allowance is the plan's, once
+// per group in either order (calibrated_plan). Where the order's price comes
+// to no less than the worst order's, the plan stays in the worst order. Returns the
 // price of the plan it leaves, when it priced one (an order of two groups or
 // more), so that a caller need not price it again. Throws PredictError for an
 // order that is not every group's index once.

@@ -220,6 +220,32 @@ TEST(Predict, OutsideNamesTheFeaturesAndTheLongestSequenceBound) {
     EXPECT_EQ(line.find("a longest sequence"), std::string::npos) << line;
 }
 
+// A cold wave's first-execution allowance is charged once per group shape
+// not run before: the wave says it is cold, not which of its groups are new,
+// so every distinct group size is taken as new (groups of one size share
+// their first executions). In a known backward order the same, and never
+// above the worst order's price.
+TEST(Predict, ColdWavesChargeTheAllowanceOncePerGroupShape) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  c.adapter_gradient_bytes["c"] = {100, 100};
+  c.first_execution_bytes = 1000;
+  auto transient = [&](std::vector<GroupRequest> groups, bool cold, std::vector<int32_t> order = {}) {
+    WaveRequest r;
+    r.groups = std::move(groups);
+    r.cold = cold;
+    r.backward_order = std::move(order);
+    return predict(c, r).price.components.transient;
+  };
+  EXPECT_EQ(transient({{16, {}, "a"}}, true), 1000);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true), 2000);
+  EXPECT_EQ(transient({{32, {}, "a"}, {32, {}, "b"}}, true), 1000);
+  EXPECT_EQ(transient({{32, {}, "a"}, {32, {16, 16}, "b"}}, true), 2000) << "another packing is another shape";
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}, {16, {}, "c"}}, true), 2000);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true, {1, 0}), 2000);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, false), 0);
+}
+
 TEST(Predict, BadRequestsNameTheField) {
   const Calibration c = two_layers();
   auto field_of = [&](const WaveRequest& r) {
