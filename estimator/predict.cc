@@ -161,6 +161,7 @@ void Extrapolation::note(const char* term, const GrowthTerm& fit, WaveSize size,
   // longest sequence follow from its tokens, and only those are named.
   features |= fit.largest.sequences <= 1 && size.sequences <= 1 ? (mask & GrowthTerm::kOutsideTokens) : mask;
   if (mask & GrowthTerm::kOutsideLongest) longest_square_beyond = std::max(longest_square_beyond, size.longest_square);
+  if (size.sequences <= 1 && fit.smallest.sequences > 1) one_sequence_unseen = true;
   // Most reads repeat a term already noted (one per layer): compare by pointer first.
   auto seen = [&](std::vector<const char*>& names) {
     if (std::find(names.begin(), names.end(), term) != names.end()) return true;
@@ -191,6 +192,11 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
                     "(a bound: docs/pricing.md)",
                     std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
                     w.least_longest_share));
+  if (one_sequence_unseen)
+    out.push_back(
+        "a wave of one sequence, against a calibration of packed waves only: a model that runs one sequence "
+        "otherwise than a packed wave (attention without a split) can need more than this price, up to 17% more on "
+        "the held-out models (docs/accuracy.md): calibrate with waves of one sequence too");
   if (waiting_assumed)
     out.push_back(
         "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "

@@ -74,6 +74,8 @@ struct Extrapolation {
   // beyond the calibrated longest (0: none).
   uint8_t features = 0;
   double longest_square_beyond = 0;
+  // A wave of one sequence read from terms calibrated on packed waves only.
+  bool one_sequence_unseen = false;
   // `term` read at `size`, where `fit.outside_mask(size)` is `mask` (the
   // reader has it already). `term` is a name with static storage: each is
   // kept once, by pointer, without building a string per term read (a price

@@ -246,6 +246,43 @@ TEST(Predict, ColdWavesChargeTheAllowanceOncePerGroupShape) {
   EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, false), 0);
 }
 
+// A calibration of packed waves only says, pricing a wave of one sequence,
+// that a model may run one sequence otherwise (held-out models needed up to
+// 17% more); a packed wave, or a calibration that had a wave of one
+// sequence, says nothing of it.
+TEST(Predict, OneSequenceAgainstPackedOnlyCalibrationsWarns) {
+  Calibration c = two_layers();
+  auto packed_only = [](GrowthTerm& t, double fewest) {
+    t.smallest.sequences = fewest;
+    t.largest.sequences = 4;
+    t.largest.longest_square = 40 * 40;
+    t.longest_share = 0.9;
+    t.least_longest_share = 0.5;
+  };
+  auto calibrate = [&](double fewest) {
+    Calibration k = c;
+    for (GrowthTerm& t : k.boundary) packed_only(t, fewest);
+    for (GrowthTerm* t : {&k.workspace, &k.input_gradient, &k.output, &k.head_saved}) packed_only(*t, fewest);
+    for (MomentFit& m : k.moments->before_gradient) packed_only(m.events.front(), fewest);
+    for (MomentFit& m : k.moments->after_gradient) packed_only(m.events.front(), fewest);
+    packed_only(k.moments->head.events.front(), fewest);
+    return k;
+  };
+  auto says = [](const Calibration& k, const WaveRequest& r) {
+    for (const std::string& line : predict(k, r).extrapolation.warnings(k))
+      if (line.rfind("a wave of one sequence, against a calibration of packed waves only", 0) == 0) return true;
+    return false;
+  };
+  WaveRequest one;
+  one.tokens = 32;
+  WaveRequest packed = one;
+  packed.sequence_lengths = {16, 16};
+  const Calibration packed_waves = calibrate(2);
+  EXPECT_TRUE(says(packed_waves, one));
+  EXPECT_FALSE(says(packed_waves, packed));
+  EXPECT_FALSE(says(calibrate(1), one));
+}
+
 TEST(Predict, BadRequestsNameTheField) {
   const Calibration c = two_layers();
   auto field_of = [&](const WaveRequest& r) {
