@@ -194,9 +194,9 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
                     w.least_longest_share));
   if (one_sequence_unseen)
     out.push_back(
-        "a wave of one sequence, against a calibration of packed waves only: a model that runs one sequence "
-        "otherwise than a packed wave (attention without a split) can need more than this price, up to 17% more on "
-        "the held-out models (docs/accuracy.md): calibrate with waves of one sequence too");
+        "a wave of one sequence, against a calibration of packed waves only: its squares are a larger share of its "
+        "tokens squared than any calibration wave's, a direction the fit never saw; held-out models needed up to "
+        "17% more than such a price (docs/accuracy.md): calibrate with waves of one sequence too");
   if (waiting_assumed)
     out.push_back(
         "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "

@@ -74,7 +74,9 @@ struct Extrapolation {
   // beyond the calibrated longest (0: none).
   uint8_t features = 0;
   double longest_square_beyond = 0;
-  // A wave of one sequence read from terms calibrated on packed waves only.
+  // A wave of one sequence read from terms calibrated on packed waves only:
+  // its Σl² / t² (1) beyond every calibration wave's, which the fit in (t,
+  // Σl²) never varied apart from the tokens.
   bool one_sequence_unseen = false;
   // `term` read at `size`, where `fit.outside_mask(size)` is `mask` (the
   // reader has it already). `term` is a name with static storage: each is

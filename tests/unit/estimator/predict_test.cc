@@ -247,7 +247,7 @@ TEST(Predict, ColdWavesChargeTheAllowanceOncePerGroupShape) {
 }
 
 // A calibration of packed waves only says, pricing a wave of one sequence,
-// that a model may run one sequence otherwise (held-out models needed up to
+// that its squares lie where the fit never saw (held-out models needed up to
 // 17% more); a packed wave, or a calibration that had a wave of one
 // sequence, says nothing of it.
 TEST(Predict, OneSequenceAgainstPackedOnlyCalibrationsWarns) {
