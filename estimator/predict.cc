@@ -210,7 +210,7 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
   return out;
 }
 
-size_t distinct_sizes(const std::vector<WaveSize>& sizes) {
+size_t group_shapes(const std::vector<WaveSize>& sizes) {
   std::vector<WaveSize> seen;
   for (const WaveSize& s : sizes)
     if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
@@ -491,7 +491,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   const auto [sizes, slots] = groups_of(c, request);
   Prediction p;
   for (const WaveSize& size : sizes) p.group_tokens = std::max(p.group_tokens, size.tokens);
-  p.plan = calibrated_plan(c, request.cold, p.group_tokens, distinct_sizes(sizes));
+  p.plan = calibrated_plan(c, request.cold, p.group_tokens, group_shapes(sizes));
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));

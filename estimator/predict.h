@@ -93,14 +93,15 @@ struct Extrapolation {
 // A plan of no forward yet: the calibration's margin for a wave whose
 // largest group has `group_tokens` tokens (Calibration::factor), and its
 // first-execution allowance charged when the wave is cold, once for each of
-// its `groups` group shapes (distinct_sizes): each group of a shape not run
+// its `groups` group shapes (group_shapes): each group of a shape not run
 // before makes its own first executions, in any backward order, and a wave
 // says it is cold, not which of its groups are new. The allowance is the
 // most one calibration cold wave added; charged once a wave, cold waves of
 // two new group sizes priced 2.3 KB under (docs/accuracy.md).
 pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens, size_t groups = 1);
-// How many of `sizes` differ (tokens or packing): the group shapes of a wave.
-size_t distinct_sizes(const std::vector<WaveSize>& sizes);
+// How many shapes (tokens and packing) the groups of `sizes` have: equal
+// WaveSizes are one shape.
+size_t group_shapes(const std::vector<WaveSize>& sizes);
 
 // `groups` equal parts of `whole` (its tokens, and its sequences when it is
 // packed): the sizes of a wave whose payload gave only a group count.
@@ -113,7 +114,7 @@ std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
 // one is charged one allocation granule (Calibration::sequence_allowance_bytes)
 // for them; measured misses this covers on the held-out models: 11 to 12
 // bytes a wave (docs/accuracy.md). A cold wave's allowance is the plan's, once
-// per group in either order (calibrated_plan). Where the order's price comes
+// per group shape in either order (calibrated_plan). Where the order's price comes
 // to no less than the worst order's, the plan stays in the worst order. Returns the
 // price of the plan it leaves, when it priced one (an order of two groups or
 // more), so that a caller need not price it again. Throws PredictError for an

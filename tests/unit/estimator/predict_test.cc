@@ -26,6 +26,17 @@ MomentFit moment(double intercept, double per_token, double per_square = 0) {
   return m;
 }
 
+// Applies `f` to every calibrated term of `c` a price reads (each moment's
+// first event), as a calibration of other waves would have set them.
+template <typename F>
+void for_each_term(Calibration& c, F f) {
+  for (GrowthTerm& t : c.boundary) f(t);
+  for (GrowthTerm* t : {&c.workspace, &c.input_gradient, &c.output, &c.head_saved}) f(*t);
+  f(c.moments->head.events.front());
+  for (MomentFit& m : c.moments->before_gradient) f(m.events.front());
+  for (MomentFit& m : c.moments->after_gradient) f(m.events.front());
+}
+
 // Two layers, slot "a" with 100 bytes of gradient per layer, moments that
 // grow with tokens squared in layer 1.
 Calibration two_layers() {
@@ -191,11 +202,7 @@ TEST(Predict, OutsideNamesTheFeaturesAndTheLongestSequenceBound) {
     t.longest_share = 0.5;
     t.least_longest_share = 0.25;
   };
-  for (GrowthTerm& t : c.boundary) saw_packing(t);
-  for (GrowthTerm* t : {&c.workspace, &c.input_gradient, &c.output, &c.head_saved}) saw_packing(*t);
-  for (MomentFit* m : {&c.moments->head}) saw_packing(m->events.front());
-  for (MomentFit& m : c.moments->before_gradient) saw_packing(m.events.front());
-  for (MomentFit& m : c.moments->after_gradient) saw_packing(m.events.front());
+  for_each_term(c, saw_packing);
 
   WaveRequest inside;
   inside.tokens = 48;
@@ -261,11 +268,7 @@ TEST(Predict, OneSequenceAgainstPackedOnlyCalibrationsWarns) {
   };
   auto calibrate = [&](double fewest) {
     Calibration k = c;
-    for (GrowthTerm& t : k.boundary) packed_only(t, fewest);
-    for (GrowthTerm* t : {&k.workspace, &k.input_gradient, &k.output, &k.head_saved}) packed_only(*t, fewest);
-    for (MomentFit& m : k.moments->before_gradient) packed_only(m.events.front(), fewest);
-    for (MomentFit& m : k.moments->after_gradient) packed_only(m.events.front(), fewest);
-    packed_only(k.moments->head.events.front(), fewest);
+    for_each_term(k, [&](GrowthTerm& t) { packed_only(t, fewest); });
     return k;
   };
   auto says = [](const Calibration& k, const WaveRequest& r) {
@@ -328,11 +331,7 @@ TEST(Predict, AdmissionIsTheLargestWidthThatFits) {
   // in shorter sequences, a wider wave fits.
   Calibration seen = c;
   auto saw_packing = [](GrowthTerm& t) { t.largest.sequences = 8; };
-  for (GrowthTerm& t : seen.boundary) saw_packing(t);
-  for (GrowthTerm* t : {&seen.workspace, &seen.input_gradient, &seen.output, &seen.head_saved}) saw_packing(*t);
-  for (MomentFit* m : {&seen.moments->head}) saw_packing(m->events.front());
-  for (MomentFit& m : seen.moments->before_gradient) saw_packing(m.events.front());
-  for (MomentFit& m : seen.moments->after_gradient) saw_packing(m.events.front());
+  for_each_term(seen, saw_packing);
   EXPECT_GT(admit_wave(seen, shape, 64, 1 << 16, budget).tokens, a.tokens);
   EXPECT_EQ(packed_sequences(130, 64), (std::vector<int64_t>{64, 64, 2}));
 }
