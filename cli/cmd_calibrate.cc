@@ -194,6 +194,14 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
                "peakscope calibrate: note: the longest calibrated sequence has {} tokens; a wave with a longer one is "
                "priced with its squares bounded as l_max^2 / {:.3g} (up to {:.3g} times its own) and warned about\n",
                std::lround(std::sqrt(w.largest.longest_square)), w.least_longest_share, 1 / w.least_longest_share);
+  // Packed waves without the recipe's wave of one sequence, or at fewer than
+  // five sizes: the fit cannot tell the longest sequence's squares apart.
+  if (!quiet && w.largest.sequences > 1 && !w.tells_longest_apart())
+    fmt::print(stderr,
+               "peakscope calibrate: note: packed waves at {} size{}{}; the README's recipe for packed models adds a "
+               "wave of one sequence and a wave of many short sequences, five sizes or more in all (packed models "
+               "drawn at random were priced up to 17% under without them: docs/accuracy.md)\n",
+               w.sizes, w.sizes == 1 ? "" : "s", w.longest_share >= 1 - 1e-9 ? "" : ", none of one sequence");
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);

@@ -37,8 +37,11 @@
 // any calibrated one also has its squares priced as l_max² / ρ_min (ρ_min the
 // calibration waves' smallest l_max² / Σl²): memory a + b t + c Σl² + d l_max²
 // is fitted as c' ≈ c + d ρ, so with c, d ≥ 0 that bounds d l_max² from the
-// fit alone. A calibration of waves of one sequence only prices a packed wave
-// as one sequence of its tokens (priced_size).
+// fit alone. A calibration that holds a wave of one sequence beside its
+// packings, at five sizes or more, measures d itself (tells_longest_apart)
+// and needs no bound; README's recipe for packed models asks for one. A
+// calibration of waves of one sequence only prices a packed wave as one
+// sequence of its tokens (priced_size).
 #pragma once
 
 #include <algorithm>
@@ -147,10 +150,25 @@ struct GrowthTerm {
   bool few_sizes() const { return sizes < 3; }
   // Calibrated on packed waves whose longest sequence held less than all of
   // their squares: a longer longest sequence has its squares bounded as
-  // l_max² / least_longest_share (priced_size), which the warnings name.
+  // l_max² / least_longest_share (priced_size), which the warnings name;
+  // unless the calibration tells the longest sequence's squares apart.
   bool bounds_longer_sequences() const {
-    return sizes > 0 && largest.sequences > 1 && least_longest_share > 0 && least_longest_share < 1;
+    return sizes > 0 && largest.sequences > 1 && least_longest_share > 0 && least_longest_share < 1 &&
+           !tells_longest_apart();
   }
+  // Packed waves and a wave of one sequence (whose longest sequence holds all
+  // of its squares), at five sizes or more: the fit weighed the longest
+  // sequence's squares as a feature of their own on a size left out, from
+  // waves where they are all of the squares and waves where they are a part,
+  // and took them when they priced better. The bound above would charge a
+  // share the fit has already measured (up to 1 / least_longest_share times
+  // the squares when a calibration wave packs many short sequences). The
+  // fit saw the longest's squares only up to the longest calibrated, though,
+  // and a term that is the maximum of several events can change events
+  // beyond it: there the squares the longest sequence has beyond the longest
+  // calibrated are charged twice (priced_size; an allowance measured on
+  // held-out models, not a bound: docs/pricing.md).
+  bool tells_longest_apart() const { return sizes >= 5 && largest.sequences > 1 && longest_share >= 1 - 1e-9; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
   uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }
   // With extrapolated() computed once for terms that share their sizes.
@@ -169,8 +187,12 @@ struct GrowthTerm {
       size.longest_square = whole;
       return size;
     }
-    if (sizes > 0 && size.longest_square > largest.longest_square * (1 + 1e-9) && least_longest_share > 0)
-      size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+    if (size.longest_square > largest.longest_square * (1 + 1e-9)) {
+      if (bounds_longer_sequences())
+        size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+      else if (tells_longest_apart())
+        size.square_tokens += size.longest_square - largest.longest_square;
+    }
     return size;
   }
   // Priced with the conservative growth at this size.

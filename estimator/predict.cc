@@ -192,6 +192,12 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
                     "(a bound: docs/pricing.md)",
                     std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
                     w.least_longest_share));
+  if (longest_square_beyond > 0 && w.tells_longest_apart())
+    out.push_back(fmt::format(
+        "a longest sequence of {} tokens, beyond the longest calibrated ({}): the squares beyond {}^2 are charged "
+        "twice (an allowance, not a bound: docs/pricing.md); calibrate with a sequence as long",
+        std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
+        std::lround(std::sqrt(w.largest.longest_square))));
   if (one_sequence_unseen)
     out.push_back(
         "a wave of one sequence, against a calibration of packed waves only: its squares are a larger share of its "
@@ -283,14 +289,17 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
       group.pending_gradient_bytes[i] = as_bytes(gradient[i] - already);
     }
     if (by_moments) group.moments = moments_at(values, 0, 0, gradient, group.pending_gradient_bytes);
-    // A packing the calibration never saw (more sequences, or a longer or
-    // larger share of longest sequence): the fits took per-sequence fixed
-    // costs into their other coefficients at the calibrated packings, and at
-    // another one they can be off by them. Each of the group's sequences is
-    // charged its granule (Calibration::sequence_allowance_bytes).
-    if (size.sequences > 1 && c.sequence_allowance_bytes > 0 && unseen_packing(c.workspace, size)) {
+    // A packed group: the fits take per-sequence fixed costs into their other
+    // coefficients, exactly only at the calibrated packings; at another one,
+    // even inside the calibrated ranges (six short sequences against
+    // calibrations of one to eight), they can be off by a few bytes a
+    // sequence. Each of the group's sequences is charged its granule
+    // (Calibration::sequence_allowance_bytes); a packing outside the
+    // calibrated ones is also noted.
+    if (size.sequences > 1 && c.sequence_allowance_bytes > 0) {
       forward.output_bytes += as_bytes(static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes);
-      if (extrapolation) extrapolation->note("sequences", c.workspace, size, c.workspace.outside_mask(size));
+      if (extrapolation && unseen_packing(c.workspace, size))
+        extrapolation->note("sequences", c.workspace, size, c.workspace.outside_mask(size));
     }
     forward.groups.push_back(std::move(group));
   }

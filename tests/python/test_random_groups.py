@@ -34,7 +34,10 @@ class DrawGroupsTest(unittest.TestCase):
             8: ("seed 8: 3L h40 i88 gqa 8h/kv2 swiglu rms lora{gate,down} r5 v269 untied t2 accum",
                 "calibrate 44,88,154; check 70,100,110,184,344,388"),
             30: ("seed 30: 4L h133 i368 packed 1h gelu ln lora{q,o} r2 v331 untied t1 accum",
-                 "calibrate 16+21,36+19+18+13,173+21; check 14+11+25+12+9,28+74+27,138,82+95+86,328,"
+                 # The drawn packings and checks as they always were; the
+                 # README recipe's two waves (86, and 194 as eight) after them.
+                 "calibrate 16+21,36+19+18+13,173+21,86,25+25+24+24+24+24+24+24; "
+                 "check 14+11+25+12+9,28+74+27,138,82+95+86,328,"
                  "154+44+36+126+177"),
             11: ("seed 11: 6L h80 i188 no-attn swiglu rms lora{gate,up,down} r9 v219 tied t1 step-per-wave",
                  "calibrate 44,104,221; check 84,86,188,225,489,561"),

@@ -30,7 +30,9 @@ The same seed also draws the waves: three calibration sizes between 32 and
 calibration never saw, three between calibration sizes and three beyond the
 largest (up to 3x). A packed model's waves are packings; its check waves use
 other sequence counts, and their longest sequence is at most twice the longest
-calibrated one.
+calibrated one. As README's recipe for packed models asks, its calibration
+also holds a wave of one sequence (the middle size) and a wave of many short
+sequences (the largest size in up to 8), added after the draws.
 
 draw_groups(seed) draws, from a random stream of its own (draw(seed) is
 unchanged), a smaller model (2-4 layers, hidden up to 96) with 2 or 3 adapter
@@ -70,6 +72,9 @@ CALIBRATION_RATIO = (1.6, 2.4)
 CALIBRATION_MAX = 256
 BEYOND = 3.0  # check sizes reach this many times the largest calibrated size
 SHORTEST_SEQUENCE = 8
+# The README's recipe for packed models adds two calibration waves to the
+# drawn packings: one sequence, and many short ones (at most this many).
+MOST_CALIBRATED_SEQUENCES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +136,17 @@ def _calibration_sizes(rng):
     # is at most 134: capping the largest at 256 keeps a ratio above 1.9.
     sizes[2] = min(sizes[2], CALIBRATION_MAX)
     return sizes
+
+
+def _recipe_packings(calibration):
+    """The two packings the README asks a packed model's calibration to hold
+    beside the ones a packer made: the middle size as one sequence, and the
+    largest size as many short sequences, as even as it goes. Neither is drawn:
+    the draws after them (the check packings) stay as they were."""
+    low, middle, high = calibration
+    count = min(MOST_CALIBRATED_SEQUENCES, high // SHORTEST_SEQUENCE)
+    base, extra = divmod(high, count)
+    return [[middle], [base + (1 if i < extra else 0) for i in range(count)]]
 
 
 def _check_sizes(rng, calibration):
@@ -220,6 +236,7 @@ def draw(seed):
     check = _check_sizes(rng, calibration)
     if model["attention"] == "packed":
         cal_waves, check_waves = _packings(rng, calibration, check)
+        cal_waves += _recipe_packings(calibration)
     else:
         cal_waves, check_waves = [[n] for n in calibration], [[n] for n in check]
     return Spec(seed=seed, **model,

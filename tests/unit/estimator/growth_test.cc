@@ -236,5 +236,69 @@ TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
   }
 }
 
+// README's recipe for a packed model: the packings it runs, a wave of one
+// sequence as long as the packer's longest and a wave of many short ones.
+// Made of tokens, squares and a few bytes per sequence (a held-out model's
+// workspace, to the byte), the term is priced exactly far beyond the
+// calibrated tokens: the fit passes through every size with the sequences as
+// a feature (without them, a tilt of a few parts in a million is tens of
+// bytes under at three times the largest size).
+TEST(GrowthPacked, TheRecipesWavesPriceMoreSequencesExactly) {
+  auto truth = [](const std::vector<int64_t>& lengths) {
+    int64_t tokens = 0;
+    for (int64_t l : lengths) tokens += l;
+    const WaveSize s = packed(tokens, lengths);
+    return GrowthPoint{
+        s, static_cast<uint64_t>(16 + 13840.0 * static_cast<double>(tokens) + 17 * s.square_tokens + 8 * s.sequences)};
+  };
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {39, 16}, {16, 59, 8, 12}, {82, 12, 33, 48}, {164}, {22, 22, 22, 22, 22, 22, 22, 21}})
+    points.push_back(truth(lengths));
+  const GrowthTerm term = fit_growth(points);
+  EXPECT_NEAR(term.per_sequence, 8, 1e-6);
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {11, 11, 11, 11, 11, 10}, {21, 13, 125, 12, 76}, {61, 80, 22, 16, 32, 141, 161}, {150}}) {
+    const GrowthPoint wave = truth(lengths);
+    EXPECT_GE(term.bytes_at(wave.size), wave.bytes) << wave.size.tokens << " tokens";
+    EXPECT_LE(static_cast<double>(term.bytes_at(wave.size)), static_cast<double>(wave.bytes) * (1 + 1e-5))
+        << wave.size.tokens << " tokens";
+  }
+}
+
+// With a wave of one sequence among five packed sizes the calibration tells
+// the longest sequence's squares from the rest (the packings alone do not):
+// the l_max^2 / rho_min bound, up to eight times the squares with a wave of
+// eight short sequences in it, is not charged; a longest sequence beyond the
+// calibrated one has the squares beyond it charged twice instead.
+TEST(GrowthPacked, AWaveOfOneSequenceTellsTheLongestApart) {
+  auto truth = [](const std::vector<int64_t>& lengths) {
+    int64_t tokens = 0;
+    for (int64_t l : lengths) tokens += l;
+    const WaveSize s = packed(tokens, lengths);
+    return GrowthPoint{s, static_cast<uint64_t>(4096 + 512.0 * static_cast<double>(tokens) + 4 * s.square_tokens +
+                                                12 * s.longest_square)};
+  };
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {39, 16}, {16, 59, 8, 12}, {82, 12, 33, 48}, {95}, {22, 22, 22, 22, 22, 22, 22, 21}})
+    points.push_back(truth(lengths));
+  const GrowthTerm term = fit_growth(points);
+  EXPECT_TRUE(term.tells_longest_apart());
+  EXPECT_FALSE(term.bounds_longer_sequences());
+  const GrowthPoint longer = truth({61, 80, 22, 16, 32, 141, 161});
+  // The fit finds the longest's 12 bytes a square; three times beyond the
+  // calibrated tokens the conservative growth (tokens and squares) prices it.
+  EXPECT_NEAR(term.per_longest_square, 12, 1e-6);
+  EXPECT_GE(term.bytes_at(longer.size), longer.bytes);
+  EXPECT_LE(term.bytes_at(longer.size), 2 * longer.bytes);
+  // The packings alone: the bound stays.
+  points[3] = truth({50, 45});
+  const GrowthTerm packed_only = fit_growth(points);
+  EXPECT_FALSE(packed_only.tells_longest_apart());
+  EXPECT_TRUE(packed_only.bounds_longer_sequences());
+  EXPECT_GT(packed_only.bytes_at(longer.size), term.bytes_at(longer.size));
+}
+
 }  // namespace
 }  // namespace psc
