@@ -83,7 +83,17 @@ class DrawGroupsTest(unittest.TestCase):
                         else:
                             self.assertTrue(min(lengths) >= random_models.SHORTEST_SEQUENCE)
                 if spec.packed:
-                    self.assertTrue(all(len(lengths) >= 2 for w in spec.calibration for _, lengths in w.groups))
+                    # the drawn packings, then the README recipe's groups of one
+                    # sequence and of many short ones, each waiting once
+                    drawn, recipe = spec.calibration[:-2], spec.calibration[-2:]
+                    self.assertTrue(all(len(lengths) >= 2 for w in drawn for _, lengths in w.groups))
+                    one, many = spec.model.calibration[-2:]
+                    self.assertEqual(len(one), 1)
+                    self.assertGreaterEqual(len(many), 2 * max(len(lengths) for w in drawn for _, lengths in w.groups))
+                    waiting = {wave.groups[g][1] for wave in recipe for g in wave.backward_order[1:]}
+                    self.assertEqual(waiting, {one, many})
+                    self.assertEqual({lengths for w in spec.single[-2 * len(spec.slots):] for _, lengths in w.groups},
+                                     {one, many})
                 forward, reverse = tuple(range(len(spec.slots))), tuple(reversed(range(len(spec.slots))))
                 self.assertTrue({forward, reverse} <= orders, "both backward orders")
                 # equal and unequal groups, in calibration and in check

@@ -42,7 +42,9 @@ waves whose groups have three calibrated sizes (equal and unequal, both
 orders), the same sizes as one-group waves one slot at a time ("single"), and
 check waves whose group sizes were never calibrated (three between, three
 beyond the largest, up to 3x; a short group beside a long one as a packer
-makes them). tools/accuracy-groups measures them.
+makes them); a packed model's calibration and single waves add the recipe's
+groups of one sequence and of many short ones. tools/accuracy-groups
+measures them.
 
     spec = draw(8)
     spec.describe()    # 'seed 8: 3L h40 i88 gqa 8h/kv2 swiglu rms lora{gate,down} r5 v269 untied t2 accum'
@@ -380,11 +382,22 @@ def draw_groups(seed):
                      for shape, order in zip(shapes, orders))
 
     single = tuple(GroupWave(((slot, packing[n]),), (0,)) for n in sizes for slot in slots)
+    calibration = waves(cal_shapes, every_size_waits=True)
+    check = waves(check_shapes)
+    # A packed model follows the README's recipe for packed models too: groups
+    # of one sequence and groups of many short ones, after the drawn waves and
+    # in fixed orders (nothing drawn, so the check waves stay as drawn), each
+    # packing waiting for another group's backward once; and as one-group waves.
+    recipe = tuple(tuple(lengths) for lengths in _recipe_packings(sizes)) if model["attention"] == "packed" else ()
+    if recipe:
+        one, many = recipe
+        calibration += tuple(GroupWave(tuple(zip(slots, (first, second, first)[:count])), tuple(range(count)))
+                             for first, second in ((one, many), (many, one)))
+        single += tuple(GroupWave(((slot, lengths),), (0,)) for lengths in recipe for slot in slots)
     return GroupSpec(seed=seed,
-                     model=Spec(seed=seed, **model, calibration=tuple(tuple(packing[n]) for n in sizes),
+                     model=Spec(seed=seed, **model, calibration=tuple(tuple(packing[n]) for n in sizes) + recipe,
                                 check=tuple(tuple(packing[n]) for n in check_sizes)),
-                     slots=slots, calibration=waves(cal_shapes, every_size_waits=True), single=single,
-                     check=waves(check_shapes))
+                     slots=slots, calibration=calibration, single=single, check=check)
 
 
 # ---- the model ------------------------------------------------------------------
