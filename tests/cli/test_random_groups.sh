@@ -6,9 +6,10 @@
 #   5  packed attention (1 head), three slots, accumulating, 1 thread
 # It passes when neither calibration prices a wave under its measured peak,
 # every calibrated group size waited for another group's backward (calibrate
-# says nothing of sizes that never did), and the calibration from waves of
-# several groups measured that each run freed its own group's boundaries; and
-# tools/accuracy-recheck prices the stored runs again to the same figures.
+# says nothing of sizes that never did), calibrate took the packed recipe's
+# waves (no note asks for them, no longest-sequence bound), and the
+# calibration from waves of several groups measured that each run freed its
+# own group's boundaries; and tools/accuracy-recheck prices the stored runs again to the same figures.
 SUBJECT="random held-out groups"
 . "$(dirname "$0")/lib.sh"
 need_torch
@@ -34,8 +35,12 @@ for pair in "groups cal.json" "single single.json"; do
 done
 expect '! grep -q "group sizes; at the others" "$TMP/seed-5/calibrate-groups.log"' \
   "calibrate noted a group size that never waited: $(grep note "$TMP/seed-5/calibrate-groups.log")"
-expect 'grep -q "note: the longest calibrated sequence has [0-9]* tokens; a wave with a longer one is priced with its squares bounded" "$TMP/seed-5/calibrate-groups.log"' \
-  "calibrate did not say where the packed longest-sequence bound begins: $(cat "$TMP/seed-5/calibrate-groups.log")"
+# The packed calibration follows the README's recipe (a group of one
+# sequence, a group of many short ones): calibrate neither asks for it nor
+# bounds a longer longest sequence by l_max^2 / rho_min.
+expect '[ -s "$TMP/seed-5/calibrate-groups.log" ] &&
+        ! grep -q -e "note: packed waves at" -e "priced with its squares bounded" "$TMP/seed-5/calibrate-groups.log"' \
+  "calibrate did not take the packed recipe's waves: $(grep note "$TMP/seed-5/calibrate-groups.log")"
 expect 'grep -q "\"runs_free_boundaries\": true" "$TMP/seed-5/cal.json"' \
   "the calibration did not measure that runs free their boundaries"
 expect '! grep -q "runs_free_boundaries" "$TMP/seed-5/single.json"' \
