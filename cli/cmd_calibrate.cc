@@ -201,7 +201,7 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
                "peakscope calibrate: note: packed waves at {} size{}{}; the README's recipe for packed models adds a "
                "wave of one sequence and a wave of many short sequences, five sizes or more in all (packed models "
                "drawn at random were priced up to 17% under without them: docs/accuracy.md)\n",
-               w.sizes, w.sizes == 1 ? "" : "s", w.longest_share >= 1 - 1e-9 ? "" : ", none of one sequence");
+               w.sizes, w.sizes == 1 ? "" : "s", w.calibrated_one_sequence() ? "" : ", none of one sequence");
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);

@@ -338,22 +338,27 @@ double largest_gap(const GrowthLine& line, const Data& d) {
 // what a term made of those features does. Terms that are maxima of several
 // events lie on no such plane and keep the chosen set.
 GrowthLine packed_fit(const Data& d) {
+  const std::vector<std::vector<Feature>>& sets = packed_feature_sets();
+  std::vector<double> errors(sets.size());  // each set's left-out error; < 0: not measurable
   std::vector<Feature> chosen = {kTokens, kSquares};
   double chosen_error = -1;
-  for (const std::vector<Feature>& set : packed_feature_sets()) {
-    const double error = left_out_error(d, set.size() + 1, [&](const Data& rest) { return envelope_over(set, rest); });
-    if (error < 0) continue;
-    if (chosen_error < 0 || error < chosen_error - 1e-3) {
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const std::vector<Feature>& set = sets[k];
+    errors[k] = left_out_error(d, set.size() + 1, [&](const Data& rest) { return envelope_over(set, rest); });
+    if (errors[k] < 0) continue;
+    if (chosen_error < 0 || errors[k] < chosen_error - 1e-3) {
       chosen = set;
-      chosen_error = error;
+      chosen_error = errors[k];
     }
   }
   const GrowthLine fit = envelope_over(chosen, d);
   constexpr double kOnePlane = 1.0;  // bytes
   if (largest_gap(fit, d) <= kOnePlane) return fit;
-  for (const std::vector<Feature>& set : packed_feature_sets()) {
-    if (set.size() <= chosen.size() || !std::includes(set.begin(), set.end(), chosen.begin(), chosen.end())) continue;
-    if (left_out_error(d, set.size() + 1, [&](const Data& rest) { return envelope_over(set, rest); }) < 0) continue;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const std::vector<Feature>& set = sets[k];
+    if (errors[k] < 0 || set.size() <= chosen.size() ||
+        !std::includes(set.begin(), set.end(), chosen.begin(), chosen.end()))
+      continue;
     const GrowthLine exact = envelope_over(set, d);
     if (largest_gap(exact, d) <= kOnePlane) return exact;
   }

@@ -168,7 +168,9 @@ struct GrowthTerm {
   // beyond it: there the squares the longest sequence has beyond the longest
   // calibrated are charged twice (priced_size; an allowance measured on
   // held-out models, not a bound: docs/pricing.md).
-  bool tells_longest_apart() const { return sizes >= 5 && largest.sequences > 1 && longest_share >= 1 - 1e-9; }
+  bool tells_longest_apart() const { return sizes >= 5 && largest.sequences > 1 && calibrated_one_sequence(); }
+  // A calibration wave was one sequence (its longest held all its squares).
+  bool calibrated_one_sequence() const { return longest_share >= 1 - 1e-9; }
   // ceil(fit) + margin, never negative; outside, at least the beyond line.
   uint64_t bytes_at(WaveSize size) const { return bytes_at(size, extrapolated(size)); }
   // With extrapolated() computed once for terms that share their sizes.

@@ -9,7 +9,8 @@
 # says nothing of sizes that never did), calibrate took the packed recipe's
 # waves (no note asks for them, no longest-sequence bound), and the
 # calibration from waves of several groups measured that each run freed its
-# own group's boundaries; and tools/accuracy-recheck prices the stored runs again to the same figures.
+# own group's boundaries; and tools/accuracy-recheck prices the stored runs
+# again to the same figures.
 SUBJECT="random held-out groups"
 . "$(dirname "$0")/lib.sh"
 need_torch

@@ -13,6 +13,13 @@
 namespace psc {
 namespace {
 
+// A wave packed as `lengths`, its tokens their sum.
+WaveSize packed_of(const std::vector<int64_t>& lengths) {
+  int64_t tokens = 0;
+  for (int64_t l : lengths) tokens += l;
+  return packed(tokens, lengths);
+}
+
 std::vector<GrowthPoint> points(const std::vector<int64_t>& tokens, double a, double b, double c) {
   std::vector<GrowthPoint> out;
   for (int64_t t : tokens) {
@@ -79,10 +86,8 @@ TEST(Growth, FewSizesTakeTheConservativeGrowth) {
 TEST(Growth, PackedWavesFollowTheSumOfSquares) {
   // Per-sequence attention: bytes = 8 t + 4 sum(l^2), calibrated on packed waves.
   auto point = [](std::vector<int64_t> lengths) {
-    int64_t t = 0;
-    for (int64_t l : lengths) t += l;
-    const WaveSize size = packed(t, lengths);
-    return GrowthPoint{size, static_cast<uint64_t>(8.0 * static_cast<double>(t) + 4 * size.square_tokens)};
+    const WaveSize size = packed_of(lengths);
+    return GrowthPoint{size, static_cast<uint64_t>(8.0 * static_cast<double>(size.tokens) + 4 * size.square_tokens)};
   };
   const GrowthTerm t = fit_growth({point({64, 64}), point({96, 64, 32}), point({128, 128}), point({256})});
   const GrowthPoint inside = point({100, 60, 20});
@@ -97,9 +102,7 @@ TEST(Growth, LongestSequenceBeyondTheCalibratedBoundsItsSquares) {
   // wave whose longest sequence is longer than any calibrated one prices
   // its squares as l_max^2 / 0.5.
   auto point = [](std::vector<int64_t> lengths, double bytes_per_square) {
-    int64_t t = 0;
-    for (int64_t l : lengths) t += l;
-    const WaveSize size = packed(t, lengths);
+    const WaveSize size = packed_of(lengths);
     return GrowthPoint{size, static_cast<uint64_t>(bytes_per_square * size.square_tokens)};
   };
   const GrowthTerm t = fit_growth({point({32, 32}, 2), point({64, 64}, 2), point({128, 128}, 2)});
@@ -211,25 +214,17 @@ TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
   };
   for (const Case& k : {Case{4096, 64, 0, 0, 1000}, Case{4096, 64, 4, 12, 0}, Case{0, 256, 2, 0, 0}}) {
     auto truth = [&](const std::vector<int64_t>& lengths) {
-      int64_t tokens = 0;
-      for (int64_t l : lengths) tokens += l;
-      const WaveSize s = packed(tokens, lengths);
-      return static_cast<uint64_t>(k.a + k.b * static_cast<double>(tokens) + k.c * s.square_tokens +
+      const WaveSize s = packed_of(lengths);
+      return static_cast<uint64_t>(k.a + k.b * static_cast<double>(s.tokens) + k.c * s.square_tokens +
                                    k.l * s.longest_square + k.n * s.sequences);
     };
     std::vector<GrowthPoint> points;
-    for (const auto& lengths : calibration) {
-      int64_t tokens = 0;
-      for (int64_t l : lengths) tokens += l;
-      points.push_back({packed(tokens, lengths), truth(lengths)});
-    }
+    for (const auto& lengths : calibration) points.push_back({packed_of(lengths), truth(lengths)});
     const GrowthTerm term = fit_growth(points);
     EXPECT_NEAR(term.per_sequence, k.n, 1e-6 * std::max(1.0, k.n));
     EXPECT_NEAR(term.per_longest_square, k.l, 1e-6 * std::max(1.0, k.l));
     for (const auto& lengths : unseen) {
-      int64_t tokens = 0;
-      for (int64_t l : lengths) tokens += l;
-      const WaveSize s = packed(tokens, lengths);
+      const WaveSize s = packed_of(lengths);
       EXPECT_GE(term.bytes_at(s), truth(lengths)) << k.n << " per sequence, " << k.l << " per longest square";
       EXPECT_NEAR(term.line(s), static_cast<double>(truth(lengths)), 1.0 + 1e-6 * static_cast<double>(truth(lengths)));
     }
@@ -237,7 +232,8 @@ TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
 }
 
 // README's recipe for a packed model: the packings it runs, a wave of one
-// sequence as long as the packer's longest and a wave of many short ones.
+// sequence (here as long as the longest priced, so no longer sequence is
+// priced) and a wave of many short ones.
 // Made of tokens, squares and a few bytes per sequence (a held-out model's
 // workspace, to the byte), the term is priced exactly far beyond the
 // calibrated tokens: the fit passes through every size with the sequences as
@@ -245,11 +241,9 @@ TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
 // bytes under at three times the largest size).
 TEST(GrowthPacked, TheRecipesWavesPriceMoreSequencesExactly) {
   auto truth = [](const std::vector<int64_t>& lengths) {
-    int64_t tokens = 0;
-    for (int64_t l : lengths) tokens += l;
-    const WaveSize s = packed(tokens, lengths);
-    return GrowthPoint{
-        s, static_cast<uint64_t>(16 + 13840.0 * static_cast<double>(tokens) + 17 * s.square_tokens + 8 * s.sequences)};
+    const WaveSize s = packed_of(lengths);
+    return GrowthPoint{s, static_cast<uint64_t>(16 + 13840.0 * static_cast<double>(s.tokens) + 17 * s.square_tokens +
+                                                8 * s.sequences)};
   };
   std::vector<GrowthPoint> points;
   for (const auto& lengths : std::vector<std::vector<int64_t>>{
@@ -273,10 +267,8 @@ TEST(GrowthPacked, TheRecipesWavesPriceMoreSequencesExactly) {
 // calibrated one has the squares beyond it charged twice instead.
 TEST(GrowthPacked, AWaveOfOneSequenceTellsTheLongestApart) {
   auto truth = [](const std::vector<int64_t>& lengths) {
-    int64_t tokens = 0;
-    for (int64_t l : lengths) tokens += l;
-    const WaveSize s = packed(tokens, lengths);
-    return GrowthPoint{s, static_cast<uint64_t>(4096 + 512.0 * static_cast<double>(tokens) + 4 * s.square_tokens +
+    const WaveSize s = packed_of(lengths);
+    return GrowthPoint{s, static_cast<uint64_t>(4096 + 512.0 * static_cast<double>(s.tokens) + 4 * s.square_tokens +
                                                 12 * s.longest_square)};
   };
   std::vector<GrowthPoint> points;
