@@ -231,6 +231,17 @@ TEST(GrowthPacked, ChoosesTheFeaturesThatDriveATerm) {
   }
 }
 
+// README's calibration for a packed model, each size priced by `truth`: three
+// packings, one sequence of `one` tokens, and eight short sequences.
+template <typename Truth>
+std::vector<GrowthPoint> recipe_calibration(int64_t one, Truth truth) {
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {39, 16}, {16, 59, 8, 12}, {82, 12, 33, 48}, {one}, {22, 22, 22, 22, 22, 22, 22, 21}})
+    points.push_back(truth(lengths));
+  return points;
+}
+
 // README's recipe for a packed model: the packings it runs, a wave of one
 // sequence (here as long as the longest priced, so no longer sequence is
 // priced) and a wave of many short ones.
@@ -245,11 +256,7 @@ TEST(GrowthPacked, TheRecipesWavesPriceMoreSequencesExactly) {
     return GrowthPoint{s, static_cast<uint64_t>(16 + 13840.0 * static_cast<double>(s.tokens) + 17 * s.square_tokens +
                                                 8 * s.sequences)};
   };
-  std::vector<GrowthPoint> points;
-  for (const auto& lengths : std::vector<std::vector<int64_t>>{
-           {39, 16}, {16, 59, 8, 12}, {82, 12, 33, 48}, {164}, {22, 22, 22, 22, 22, 22, 22, 21}})
-    points.push_back(truth(lengths));
-  const GrowthTerm term = fit_growth(points);
+  const GrowthTerm term = fit_growth(recipe_calibration(164, truth));
   EXPECT_NEAR(term.per_sequence, 8, 1e-6);
   for (const auto& lengths : std::vector<std::vector<int64_t>>{
            {11, 11, 11, 11, 11, 10}, {21, 13, 125, 12, 76}, {61, 80, 22, 16, 32, 141, 161}, {150}}) {
@@ -271,10 +278,7 @@ TEST(GrowthPacked, AWaveOfOneSequenceTellsTheLongestApart) {
     return GrowthPoint{s, static_cast<uint64_t>(4096 + 512.0 * static_cast<double>(s.tokens) + 4 * s.square_tokens +
                                                 12 * s.longest_square)};
   };
-  std::vector<GrowthPoint> points;
-  for (const auto& lengths : std::vector<std::vector<int64_t>>{
-           {39, 16}, {16, 59, 8, 12}, {82, 12, 33, 48}, {95}, {22, 22, 22, 22, 22, 22, 22, 21}})
-    points.push_back(truth(lengths));
+  std::vector<GrowthPoint> points = recipe_calibration(95, truth);
   const GrowthTerm term = fit_growth(points);
   EXPECT_TRUE(term.tells_longest_apart());
   EXPECT_FALSE(term.bounds_longer_sequences());
