@@ -162,7 +162,7 @@ $(foreach l,$(LAYERS),$(eval $(call layer_archive,$(l))))
 
 $(CLI): $(BUILD)/lib/cli/main.o $(LIBS) $(PRELOAD)
 	$(call say,LINK,$@)
-	$(CXX) -o $@ $(BUILD)/lib/cli/main.o $(LIBS) -lfmt -lsqlite3 -lz -lpthread
+	$(CXX) -o $@ $(BUILD)/lib/cli/main.o $(LIBS) -lfmt -lsqlite3 -ldeflate -lpthread
 
 # Nothing of the archive (or of fmt's headers) is exported: the version script
 # keeps the psc_calibration_* functions global and everything else local.
@@ -178,15 +178,15 @@ $(BUILD)/programs/%: tests/programs/%.cc | $(DEPS_STAMP)
 
 $(UNIT): $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS)
 	$(call say,LINK,$@)
-	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
+	$(CXX) -o $@ $(UNIT_OBJS) $(CAPI_OBJ) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -ldeflate -lz -lpthread
 
 $(E2E): $(E2E_OBJS) $(LIBS)
 	$(call say,LINK,$@)
-	$(CXX) -o $@ $(E2E_OBJS) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread
+	$(CXX) -o $@ $(E2E_OBJS) $(LIBS) -lgtest -lgtest_main -lfmt -lsqlite3 -ldeflate -lz -lpthread
 
 $(BENCH): $(BENCH_OBJS) $(LIBS)
 	$(call say,LINK,$@)
-	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -lz -lpthread
+	$(CXX) -o $@ $(BENCH_OBJS) $(LIBS) -lbenchmark -lfmt -lsqlite3 -ldeflate -lz -lpthread
 
 # ---- install ------------------------------------------------------------------
 # `make install PREFIX=/usr DESTDIR=/staging`; `make uninstall` with the same

@@ -121,7 +121,7 @@ class CategoryPass : public LifetimeObserver {
   }
 
   void on_memory_event(const MemoryEventView& m) override {
-    if (log_ && m.effect == MemoryReplay::Effect::kAllocated) index_of_[m.site.ordinal] = births_++;
+    if (log_ && m.effect == MemoryReplay::Effect::kAllocated) index_of_.insert(m.site.ordinal, births_++);
   }
 
   void on_events_end(const TraceMeta&) override {
@@ -185,11 +185,8 @@ class CategoryPass : public LifetimeObserver {
     const Lifetime& l = view.lifetime;
     const Category category = view.attribution().category;
     if (log_) {
-      auto it = index_of_.find(l.alloc.ordinal);
-      if (it != index_of_.end()) {
-        log_->set(it->second, category);
-        index_of_.erase(it);
-      }
+      uint64_t index = 0;
+      if (index_of_.erase(l.alloc.ordinal, &index)) log_->set(index, category);
     }
     if (sample_ordinals_.empty()) return;
     // Covers the samples s with alloc ordinal <= s < end ordinal.
@@ -208,7 +205,7 @@ class CategoryPass : public LifetimeObserver {
   CategoryLog* log_;  // null: samples only
   size_t sample_points_;
   uint64_t births_ = 0;
-  std::unordered_map<uint64_t, uint64_t> index_of_;  // birth ordinal -> birth index, while live
+  FlatMap<uint64_t, uint64_t, Mix64Hash> index_of_;  // birth ordinal -> birth index, while live
 
   std::vector<uint64_t> sample_times_;
   std::vector<uint64_t> peak_seqs_;
@@ -313,10 +310,8 @@ void ExportReplay::release_lane(int16_t device, uint32_t lane) {
 }
 
 void ExportReplay::end(const Key& key, const Event& at, EndKind how) {
-  auto it = live_.find(key);
-  if (it == live_.end()) return;
-  const Allocation a = it->second;
-  live_.erase(it);
+  Allocation a;
+  if (!live_.erase(key, &a)) return;
   live_slot(a.device)[static_cast<size_t>(a.category)] -= a.bytes;
   release_lane(a.device, a.lane);
   if (listener_) listener_->on_end(a, at, how);
@@ -356,7 +351,7 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     if (std::find(devices_.begin(), devices_.end(), e.device) == devices_.end()) devices_.push_back(e.device);
     a.lane = take_lane(e.device);
     bytes[static_cast<size_t>(a.category)] += a.bytes;
-    live_.emplace(key, a);
+    live_.insert(key, a);
     if (listener_) listener_->on_alloc(a, e);
   }
 }

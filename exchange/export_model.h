@@ -28,6 +28,7 @@
 #include "analysis/range_names.h"
 #include "analysis/scope_tracker.h"
 #include "common/bytes.h"
+#include "common/flat_map.h"
 #include "common/progress.h"
 #include "exchange/exporter.h"
 #include "traces/deferred.h"
@@ -179,13 +180,17 @@ class ExportReplay {
   // Still-live allocations, in no particular order.
   template <typename F>
   void for_each_live(F&& f) const {
-    for (const auto& [key, a] : live_) f(a);
+    live_.for_each([&](const Key&, const Allocation& a) { f(a); });
   }
   uint64_t live_count() const { return live_.size(); }
 
  private:
   using Key = DeviceAddress;
-  using KeyHash = DeviceAddressHash;
+  struct KeyHash {
+    uint64_t operator()(const Key& k) const {
+      return mix64(k.address ^ (static_cast<uint64_t>(static_cast<uint16_t>(k.device)) << 48));
+    }
+  };
   struct Lanes {
     std::vector<uint32_t> free;  // min-heap of released lanes
     uint32_t next = 0;
@@ -202,7 +207,7 @@ class ExportReplay {
   ScopeTracker scope_;
   MemoryReplay replay_;
   std::unique_ptr<CategoryLog::Reader> categories_;
-  std::unordered_map<Key, Allocation, KeyHash> live_;
+  FlatMap<Key, Allocation, KeyHash> live_;
   std::vector<CategoryBytes> live_bytes_;  // indexed by device + 1
   std::vector<Lanes> lanes_;               // indexed by device + 1
   std::vector<int16_t> devices_;

@@ -61,11 +61,11 @@ PacketBundles::~PacketBundles() {
   for (std::thread& t : threads_) t.join();
 }
 
-// One deflate stream per thread, reset for each bundle: each bundle is a
-// stream of its own, as the tracing service writes them.
+// One compressor per thread; each bundle is a zlib stream of its own, as the
+// tracing service writes them.
 void PacketBundles::work() {
-  z_stream stream{};
-  const bool ready = deflateInit(&stream, kLevel) == Z_OK;
+  const std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> compressor(
+      libdeflate_alloc_compressor(kLevel), libdeflate_free_compressor);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_ready_.wait(lock, [&] { return stop_ || !todo_.empty(); });
@@ -74,17 +74,13 @@ void PacketBundles::work() {
     todo_.pop_front();
     lock.unlock();
     try {
-      if (!ready) throw std::runtime_error("zlib: deflateInit failed");
-      const size_t bound = deflateBound(&stream, job->packets.size());
+      if (!compressor) throw std::runtime_error("libdeflate: cannot allocate a compressor");
+      const size_t bound = libdeflate_zlib_compress_bound(compressor.get(), job->packets.size());
       if (job->compressed.size() < bound) job->compressed.resize(bound);
-      stream.next_in = reinterpret_cast<Bytef*>(job->packets.data());
-      stream.avail_in = static_cast<uInt>(job->packets.size());
-      stream.next_out = reinterpret_cast<Bytef*>(job->compressed.data());
-      stream.avail_out = static_cast<uInt>(job->compressed.size());
-      // One call with room for deflateBound bytes always ends the stream.
-      if (deflate(&stream, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
-      job->size = job->compressed.size() - stream.avail_out;
-      deflateReset(&stream);
+      // With room for the bound, compressing cannot run out of room (0).
+      job->size = libdeflate_zlib_compress(compressor.get(), job->packets.data(), job->packets.size(),
+                                           job->compressed.data(), job->compressed.size());
+      if (job->size == 0) throw std::runtime_error("libdeflate: compression failed");
     } catch (...) {
       job->error = std::current_exception();
     }
@@ -92,7 +88,6 @@ void PacketBundles::work() {
     job->done = true;
     job_done_.notify_all();
   }
-  if (ready) deflateEnd(&stream);
 }
 
 void PacketBundles::flush() {

@@ -69,10 +69,14 @@ class Buffer {
   // Where the next `n` bytes go: the string is kept at its capacity and
   // `used_` counts what is written, so a field is stored without a call into
   // std::string (appending each varint was a sixth of the export's time).
-  char* room(size_t n) {
-    if (used_ + n > data_.size()) data_.resize(std::max(2 * data_.size(), used_ + n + 64));
+  // The test and the pointer inline into every field; growing, which a
+  // reused buffer rarely does, stays out of line (inlined whole, the resize
+  // made `room` a call of its own per field, a twentieth of the export).
+  __attribute__((always_inline)) char* room(size_t n) {
+    if (__builtin_expect(used_ + n > data_.size(), 0)) grow(n);
     return data_.data() + used_;
   }
+  __attribute__((noinline)) void grow(size_t n) { data_.resize(std::max(2 * data_.size(), used_ + n + 64)); }
 
   std::string data_;  // [0, used_) written; the rest is room
   size_t used_ = 0;

@@ -21,7 +21,7 @@ $(FUZZ_DIR)/obj/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
-	$(FUZZ_CXX) $(CXXSTD) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ -lfmt -lsqlite3 -lz -lpthread
+	$(FUZZ_CXX) $(CXXSTD) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ -lfmt -lsqlite3 -ldeflate -lz -lpthread
 
 
 # The objects are intermediates of a pattern rule: keep them, or every

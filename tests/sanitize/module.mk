@@ -14,7 +14,7 @@ $(SAN_DIR)/asan/%.o: %.cc | $(DEPS_STAMP) $(FINGERPRINT_H)
 	$(CXX) $(CXXSTD) -O1 -g $(SAN_ASAN) $(WARN) $(CPPFLAGS) -c $< -o $@
 
 $(SAN_DIR)/unit_tests: $(SAN_ASAN_OBJS)
-	$(CXX) $(SAN_ASAN) -o $@ $^ -lgtest -lgtest_main -lfmt -lsqlite3 -lz -lpthread -ldl
+	$(CXX) $(SAN_ASAN) -o $@ $^ -lgtest -lgtest_main -lfmt -lsqlite3 -ldeflate -lz -lpthread -ldl
 
 $(SAN_DIR)/recorder_stress: $(SAN_TSAN_SRCS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
