@@ -32,7 +32,7 @@ namespace sink {
 
 uint8_t* g_chunk = nullptr;
 constinit format::ThreadCodecState g_codec_threads[kMaxThreads];
-constinit format::ChunkEncoder g_encoder(nullptr, 0, g_codec_threads, kMaxThreads);
+constinit WriterEncoder g_encoder(nullptr, 0, g_codec_threads, kMaxThreads);
 uint64_t g_chunk_events = 0;
 uint64_t g_events_written = 0;
 
@@ -374,7 +374,7 @@ bool allocate_areas() {
     g_chunk = nullptr;
     return false;
   }
-  g_encoder = format::ChunkEncoder(g_chunk, kChunkBytes + sizeof(format::ChunkHeader), g_codec_threads, kMaxThreads);
+  g_encoder = WriterEncoder(g_chunk, kChunkBytes + sizeof(format::ChunkHeader), g_codec_threads, kMaxThreads);
   g_encoder.begin();
   return true;
 }
