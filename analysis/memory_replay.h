@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/flat_map.h"
 #include "format/event.h"
 
 namespace psc {
@@ -137,14 +138,8 @@ class LiveTable {
 
   static uint64_t mix(int16_t device, uint64_t address) {
     // Addresses are aligned (low bits zero) and clustered: a full 64-bit mixer
-    // (MurmurHash3's fmix64) spreads them; the high bits index the table.
-    uint64_t k = address ^ (static_cast<uint64_t>(static_cast<uint16_t>(device)) << 48);
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
+    // spreads them; the high bits index the table.
+    return mix64(address ^ (static_cast<uint64_t>(static_cast<uint16_t>(device)) << 48));
   }
   size_t index_of(int16_t device, uint64_t address) const {
     return static_cast<size_t>(mix(device, address) >> shift_);
