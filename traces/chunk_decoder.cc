@@ -7,7 +7,6 @@
 
 #include "format/crc32c.h"
 
-#define PSC_READER_LIKELY(x) __builtin_expect(!!(x), 1)
 #define PSC_READER_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 namespace psc::trace_chunks {
@@ -34,11 +33,7 @@ void MetaRecords::apply_to(TraceMeta& meta) {
   if (has_command) meta.command = std::move(command);
 }
 
-const uint8_t* ChunkDecoder::varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
-  if (PSC_READER_LIKELY(p != nullptr && p < end && *p < 0x80)) {
-    *v = *p;
-    return p + 1;
-  }
+const uint8_t* ChunkDecoder::long_varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
   return p ? format::get_varint(p, end, v) : nullptr;
 }
 

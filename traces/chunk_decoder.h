@@ -100,7 +100,15 @@ class ChunkDecoder {
 
  private:
   std::string decode(const uint8_t* p, const uint8_t* end, DecodedChunk& chunk);
-  static const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v);
+  // One byte (most of a record's fields) inline; longer ones out of line.
+  __attribute__((always_inline)) static const uint8_t* varint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+    if (__builtin_expect(p != nullptr && p < end && *p < 0x80, 1)) {
+      *v = *p;
+      return p + 1;
+    }
+    return long_varint(p, end, v);
+  }
+  static const uint8_t* long_varint(const uint8_t* p, const uint8_t* end, uint64_t* v);
   const uint8_t* fail(std::string reason);
   const uint8_t* decode_event(uint8_t tag, const uint8_t* p, const uint8_t* end, Event& e);
   const uint8_t* decode_blob(const uint8_t* p, const uint8_t* end, std::string* text);
