@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/flat_map.h"
 #include "format/event.h"
+#include "traces/device_address.h"
 
 namespace psc {
 
@@ -136,13 +136,9 @@ class LiveTable {
   };
   static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
-  static uint64_t mix(int16_t device, uint64_t address) {
-    // Addresses are aligned (low bits zero) and clustered: a full 64-bit mixer
-    // spreads them; the high bits index the table.
-    return mix64(address ^ (static_cast<uint64_t>(static_cast<uint16_t>(device)) << 48));
-  }
+  // The high bits of the mixed key index the table.
   size_t index_of(int16_t device, uint64_t address) const {
-    return static_cast<size_t>(mix(device, address) >> shift_);
+    return static_cast<size_t>(device_address_mix(device, address) >> shift_);
   }
   void grow();
 

@@ -186,11 +186,7 @@ class ExportReplay {
 
  private:
   using Key = DeviceAddress;
-  struct KeyHash {
-    uint64_t operator()(const Key& k) const {
-      return mix64(k.address ^ (static_cast<uint64_t>(static_cast<uint16_t>(k.device)) << 48));
-    }
-  };
+  using KeyHash = DeviceAddressMix;
   struct Lanes {
     std::vector<uint32_t> free;  // min-heap of released lanes
     uint32_t next = 0;

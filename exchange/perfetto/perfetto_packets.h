@@ -105,7 +105,7 @@ struct SameValueRun {
 // stream (RFC 1950) as the service's zlib makes: trace_processor inflates it
 // with zlib like any other. libdeflate, not zlib, because the export waits on
 // it: measured side by side on the same packets (docs/viewers.md, "Size"),
-// its level 1 deflates them about twice as fast as zlib's level 1, into 3-5%
+// its level 1 deflates them about twice as fast as zlib's level 1, into 2-8%
 // fewer bytes.
 //
 // Memory: the packets of one bundle and their compressed bytes, about
