@@ -51,6 +51,11 @@ Json term_to_json(const GrowthTerm& t) {
     for (const GrowthTerm::Knot& k : t.knots) knots.push_back({k.tokens, k.bytes});
     j["knots"] = knots;
   }
+  if (!t.squares_floor.empty()) {
+    Json floor = Json::array();
+    for (const GrowthTerm::SquaresKnot& k : t.squares_floor) floor.push_back({k.tokens, k.squares});
+    j["squares_floor"] = floor;
+  }
   return j;
 }
 
@@ -75,6 +80,24 @@ uint64_t count(const Json& j, const char* name, const std::string& where) {
 double optional_number(const Json& j, const char* name, const std::string& where, double fallback) {
   if (!j.contains(name) || j.at(name).is_null()) return fallback;
   return number(j, name, where);
+}
+
+// Absent in calibrations written before packed waves of shorter sequences
+// were priced at the calibrated squares.
+void squares_floor_from_json(const Json& j, const std::string& where, GrowthTerm& t) {
+  if (!j.contains("squares_floor")) return;
+  const Json& floor = j.at("squares_floor");
+  const std::string what = where + ".squares_floor: must be an array of [tokens, squares], tokens positive";
+  if (!floor.is_array()) throw CalibrationError(what);
+  for (const Json& k : floor) {
+    if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number() || k[0].get<int64_t>() <= 0 ||
+        !(k[1].get<double>() >= 0))
+      throw CalibrationError(what);
+    const GrowthTerm::SquaresKnot knot{k[0].get<int64_t>(), k[1].get<double>()};
+    if (!t.squares_floor.empty() && knot.tokens <= t.squares_floor.back().tokens)
+      throw CalibrationError(where + ".squares_floor: tokens must increase");
+    t.squares_floor.push_back(knot);
+  }
 }
 
 // Version 1 terms are lines in tokens with no range: read as linear, with no
@@ -148,6 +171,7 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
       t.knots.push_back(knot);
     }
   }
+  squares_floor_from_json(j, where, t);
   return t;
 }
 

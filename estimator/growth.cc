@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "estimator/squares_floor.h"
+
 namespace psc {
 namespace {
 
@@ -201,6 +203,10 @@ void finish(const Data& d, GrowthTerm& t) {
   });
   if (one_sequence && d.tops.size() >= 2)
     for (const GrowthPoint& p : d.tops) t.knots.push_back({p.size.tokens, static_cast<double>(p.bytes)});
+  t.squares_floor.clear();
+  if (std::any_of(d.tops.begin(), d.tops.end(), [](const GrowthPoint& p) { return p.size.sequences > 1; }) &&
+      !exact_plane(t.fit(), d.tops))
+    t.squares_floor = lower_hull(d.tops);
 }
 
 void set_fit(GrowthTerm& t, const GrowthLine& line) {
@@ -425,7 +431,8 @@ bool GrowthTerm::prices_like(const GrowthTerm& o) const {
   };
   return fit() == o.fit() && margin_bytes == o.margin_bytes && sizes == o.sizes && has_beyond == o.has_beyond &&
          (!has_beyond || beyond == o.beyond) && same_size(smallest, o.smallest) && same_size(largest, o.largest) &&
-         longest_share == o.longest_share && least_longest_share == o.least_longest_share && knots == o.knots;
+         longest_share == o.longest_share && least_longest_share == o.least_longest_share && knots == o.knots &&
+         squares_floor == o.squares_floor;
 }
 
 uint8_t GrowthTerm::outside_mask(WaveSize size) const {

@@ -123,6 +123,34 @@ struct GrowthTerm {
   // The chord through the knots on either side of a wave of one sequence
   // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
   double chord(WaveSize size) const;
+  // Packed calibrations: the lower convex hull of the calibration sizes in
+  // (tokens, squares), in token order (empty otherwise). A packed wave of
+  // shorter sequences than calibrated (fewer squares for its tokens than
+  // the hull holds) has its squares priced at the hull (priced_size): the fit
+  // is a plane through sizes whose squares grew with their tokens, so part of
+  // what grows with tokens went to the squares, and a wave below every
+  // calibrated packing would get it back from neither. An allowance measured
+  // on held-out models (docs/pricing.md), not a bound. A fit that passes
+  // through more sizes than it has coefficients, to a byte, is taken to be
+  // made of its features and has no hull.
+  struct SquaresKnot {
+    int64_t tokens = 0;
+    double squares = 0;
+    bool operator==(const SquaresKnot&) const = default;
+  };
+  std::vector<SquaresKnot> squares_floor;
+  // The hull's squares at `tokens`: between knots the chord; beyond either
+  // end, the end knot's squares scaled with the tokens (a packing of the
+  // same mean length); 0 without a hull.
+  double squares_floor_at(int64_t tokens) const;
+  // A wave's squares as priced against the hull: a packed wave's raised to
+  // the hull at its tokens, never above one sequence of all of them (t², the
+  // most squares a packing of them has); any other wave's own.
+  double floored_squares(WaveSize size) const {
+    if (size.sequences <= 1 || squares_floor.empty()) return size.square_tokens;
+    const double whole = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
+    return std::max(size.square_tokens, std::min(squares_floor_at(size.tokens), whole));
+  }
 
   GrowthLine fit() const { return {intercept, per_token, per_square_token, per_longest_square, per_sequence}; }
   // Prices the same as `other` at every size (what pricing reads is equal).
@@ -189,6 +217,7 @@ struct GrowthTerm {
       size.longest_square = whole;
       return size;
     }
+    size.square_tokens = floored_squares(size);
     if (size.longest_square > largest.longest_square * (1 + 1e-9)) {
       if (bounds_longer_sequences())
         size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);

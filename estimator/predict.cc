@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace psc {
 namespace {
@@ -162,6 +163,8 @@ void Extrapolation::note(const char* term, const GrowthTerm& fit, WaveSize size,
   features |= fit.largest.sequences <= 1 && size.sequences <= 1 ? (mask & GrowthTerm::kOutsideTokens) : mask;
   if (mask & GrowthTerm::kOutsideLongest) longest_square_beyond = std::max(longest_square_beyond, size.longest_square);
   if (size.sequences <= 1 && fit.smallest.sequences > 1) one_sequence_unseen = true;
+  if (const double floor = fit.floored_squares(size); floor > size.square_tokens && size.tokens > shorter_tokens)
+    std::tie(shorter_tokens, shorter_squares, shorter_floor) = std::tuple(size.tokens, size.square_tokens, floor);
   // Most reads repeat a term already noted (one per layer): compare by pointer first.
   auto seen = [&](std::vector<const char*>& names) {
     if (std::find(names.begin(), names.end(), term) != names.end()) return true;
@@ -203,6 +206,12 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
         "a wave of one sequence, against a calibration of packed waves only: its squares are a larger share of its "
         "tokens squared than any calibration wave's, a direction the fit never saw; held-out models needed up to "
         "17% more than such a price (docs/accuracy.md): calibrate with waves of one sequence too");
+  if (shorter_tokens > 0)
+    out.push_back(fmt::format(
+        "a group of {} tokens packs shorter sequences than any calibration wave ({:.0f} squares; the calibrated "
+        "packings hold at least {:.0f} at these tokens): its squares are priced as those (an allowance, not a bound: "
+        "docs/pricing.md); calibrate with packings of sequences as short",
+        shorter_tokens, shorter_squares, shorter_floor));
   if (waiting_assumed)
     out.push_back(
         "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "

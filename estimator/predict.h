@@ -78,6 +78,11 @@ struct Extrapolation {
   // its Σl² / t² (1) beyond every calibration wave's, which the fit in (t,
   // Σl²) never varied apart from the tokens.
   bool one_sequence_unseen = false;
+  // A packed group of shorter sequences than any calibrated packing (fewer
+  // squares than the calibration's hull at its tokens: GrowthTerm::
+  // squares_floor), the largest such: its tokens, squares and the hull's.
+  int64_t shorter_tokens = 0;
+  double shorter_squares = 0, shorter_floor = 0;
   // `term` read at `size`, where `fit.outside_mask(size)` is `mask` (the
   // reader has it already). `term` is a name with static storage: each is
   // kept once, by pointer, without building a string per term read (a price

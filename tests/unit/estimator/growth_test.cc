@@ -296,5 +296,59 @@ TEST(GrowthPacked, AWaveOfOneSequenceTellsTheLongestApart) {
   EXPECT_GT(packed_only.bytes_at(longer.size), term.bytes_at(longer.size));
 }
 
+// Packed waves of shorter sequences than any calibrated (fewer squares for
+// their tokens than every packing): a held-out model's attention moment with
+// a cost per sequence, fitted from three packings in tokens and squares, where
+// the plane through them is exact. The squares grew with the tokens there, so
+// the plane gave part of the per-sequence cost to the squares, and a wave of
+// five short sequences at 92 tokens was priced 3,120 bytes under (seed 39 of
+// the multi-group generator, to the feature). Priced at the hull's squares
+// it is covered; a wave on or above the hull, and one sequence, are priced as
+// before.
+TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
+  auto truth = [](const std::vector<int64_t>& lengths) {
+    const WaveSize s = packed_of(lengths);
+    return GrowthPoint{s, static_cast<uint64_t>(1500 + 9000.0 * static_cast<double>(s.tokens) + 30 * s.square_tokens +
+                                                2000 * s.sequences)};
+  };
+  const GrowthTerm term = fit_growth({truth({31, 18}), truth({36, 206}), truth({31, 31, 30, 30, 30, 30, 30, 30})});
+  ASSERT_EQ(term.squares_floor.size(), 2u);  // (49, 1285) and (242, 7322): the third lies above
+  EXPECT_EQ(term.squares_floor.front(), (GrowthTerm::SquaresKnot{49, 31 * 31 + 18 * 18}));
+  const GrowthPoint short_sequences = truth({8, 23, 30, 20, 11});
+  EXPECT_LT(term.line(short_sequences.size), static_cast<double>(short_sequences.bytes) - 3000);
+  EXPECT_GE(term.bytes_at(short_sequences.size), short_sequences.bytes);
+  EXPECT_LE(term.bytes_at(short_sequences.size), short_sequences.bytes * 1.03);
+  // The hull between its knots, and beyond them at the end knot's mean length.
+  EXPECT_DOUBLE_EQ(term.squares_floor_at(92), 1285 + (7322.0 - 1285) * (92 - 49) / (242 - 49));
+  EXPECT_DOUBLE_EQ(term.squares_floor_at(484), 7322.0 * 2);
+  EXPECT_DOUBLE_EQ(term.squares_floor_at(24), 1285.0 * 24 / 49);
+  const WaveSize above = packed_of({60, 32});
+  EXPECT_EQ(term.priced_size(above), above);
+  const WaveSize one = unpacked(92);
+  EXPECT_EQ(term.priced_size(one), one);
+  // Never more squares than one sequence of the wave's tokens.
+  const WaveSize tiny = packed_of({1, 1});
+  EXPECT_LE(term.priced_size(tiny).square_tokens, 4.0);
+  // Waves of one sequence have no hull: every size is one of the knots' own.
+  EXPECT_TRUE(fit_growth(points({16, 32, 64}, 10, 2, 1)).squares_floor.empty());
+}
+
+// The hull keeps only the knots it bends at: sizes above the chord of their
+// neighbours, and the larger squares at one token count, are dropped. A term
+// the fit passes through exactly, at more sizes than it has coefficients,
+// has none.
+TEST(GrowthPacked, TheSquaresFloorIsTheLowerHull) {
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {10, 10}, {20, 20}, {40}, {30, 30}, {10, 10, 10, 10, 10, 10}, {50, 50}, {80, 20}})
+    points.push_back({packed_of(lengths), 1000 + 10 * static_cast<uint64_t>(packed_of(lengths).square_tokens) +
+                                              3000 * (points.size() % 3)});  // no plane: a hull
+  const GrowthTerm term = fit_growth(points);
+  const std::vector<GrowthTerm::SquaresKnot> want = {{20, 200}, {60, 600}, {100, 5000}};
+  EXPECT_EQ(term.squares_floor, want);
+  for (GrowthPoint& p : points) p.bytes = 1000 + 10 * static_cast<uint64_t>(p.size.square_tokens);
+  EXPECT_TRUE(fit_growth(points).squares_floor.empty());
+}
+
 }  // namespace
 }  // namespace psc

@@ -286,6 +286,39 @@ TEST(Predict, OneSequenceAgainstPackedOnlyCalibrationsWarns) {
   EXPECT_FALSE(says(calibrate(1), one));
 }
 
+// A packed group of shorter sequences than the calibrated packings hold at
+// its tokens has its squares priced at their hull, and the price says so; a
+// packing on the hull says nothing and is priced at its own squares.
+TEST(Predict, ShorterSequencesThanCalibratedArePricedAtTheHullAndWarn) {
+  Calibration c = two_layers();
+  c.moments->after_gradient[1] = moment(0, 20, 3);  // the peak's moment grows with the squares
+  for_each_term(c, [](GrowthTerm& t) {
+    t.largest.sequences = 8;
+    t.largest.longest_square = 40 * 40;
+    t.longest_share = 0.9;
+    t.least_longest_share = 0.1;
+    t.squares_floor = {{32, 512}, {64, 1024}};  // packings of 16-token sequences
+  });
+  auto priced = [&](std::vector<int64_t> lengths) {
+    WaveRequest r;
+    r.tokens = 48;
+    r.sequence_lengths = std::move(lengths);
+    return predict(c, r);
+  };
+  const Prediction on_hull = priced({16, 16, 16});  // 768 squares, the hull's at 48 tokens
+  for (const std::string& line : on_hull.extrapolation.warnings(c)) ADD_FAILURE() << line;
+  const Prediction shorter = priced({8, 8, 8, 8, 8, 8});  // 384 squares
+  EXPECT_EQ(shorter.price.raw_bytes, on_hull.price.raw_bytes);
+  const std::vector<std::string> w = shorter.extrapolation.warnings(c);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("a group of 48 tokens packs shorter sequences than any calibration wave (384 squares; the "
+                       "calibrated packings hold at least 768 at these tokens): its squares are priced as those",
+                       0),
+            0u)
+      << w[0];
+  EXPECT_GT(priced({24, 24}).price.raw_bytes, on_hull.price.raw_bytes);
+}
+
 TEST(Predict, BadRequestsNameTheField) {
   const Calibration c = two_layers();
   auto field_of = [&](const WaveRequest& r) {
