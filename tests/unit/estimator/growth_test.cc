@@ -333,6 +333,46 @@ TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
   EXPECT_TRUE(fit_growth(points({16, 32, 64}, 10, 2, 1)).squares_floor.empty());
 }
 
+// The hull only ever raises a price: every packed fit grows with the squares
+// at a rate of zero or more (and so does its conservative growth), so more
+// squares never price less. Random packed calibrations of three to six
+// sizes, random packed waves inside and beyond them.
+TEST(GrowthProperty, TheSquaresFloorNeverLowersAPrice) {
+  std::mt19937_64 rng(20261203);
+  auto lengths_of = [&](int64_t tokens, int64_t count) {
+    count = std::min(count, tokens);
+    std::vector<int64_t> out(static_cast<size_t>(count), tokens / count);
+    out.back() += tokens % count;
+    for (size_t k = 0; k + 1 < out.size(); ++k) {                                        // uneven, each at least 1
+      const int64_t move = static_cast<int64_t>(rng() % static_cast<uint64_t>(out[k]));  // out[k] >= 1
+      out[k] -= move;
+      out[k + 1] += move;
+    }
+    return out;
+  };
+  size_t raised = 0;
+  for (int calibration = 0; calibration < 300; ++calibration) {
+    std::vector<GrowthPoint> points;
+    const size_t sizes = 3 + rng() % 4;
+    for (size_t k = 0; k < sizes; ++k) {
+      const int64_t tokens = 32 + static_cast<int64_t>(rng() % 400);
+      const WaveSize s = packed_of(lengths_of(tokens, 1 + static_cast<int64_t>(rng() % 6)));
+      points.push_back({s, 5000 + static_cast<uint64_t>(300.0 * static_cast<double>(s.tokens) + 20 * s.square_tokens +
+                                                        static_cast<double>(rng() % 20000))});
+    }
+    const GrowthTerm term = fit_growth(points);
+    GrowthTerm unfloored = term;
+    unfloored.squares_floor.clear();
+    for (int wave = 0; wave < 50; ++wave) {
+      const WaveSize s =
+          packed_of(lengths_of(8 + static_cast<int64_t>(rng() % 1200), 1 + static_cast<int64_t>(rng() % 12)));
+      ASSERT_GE(term.bytes_at(s), unfloored.bytes_at(s)) << "calibration " << calibration << ", wave " << wave;
+      raised += term.bytes_at(s) > unfloored.bytes_at(s);
+    }
+  }
+  EXPECT_GT(raised, 100u) << "the floor never raised a price: the property was never exercised";
+}
+
 // The hull keeps only the knots it bends at: sizes above the chord of their
 // neighbours, and the larger squares at one token count, are dropped. A term
 // the fit passes through exactly, at more sizes than it has coefficients,
