@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -116,8 +117,29 @@ TEST(RecorderExec, AForkedChildThatExecsLeavesItsTrace) {
 
 // ---- signals -------------------------------------------------------------------
 
+// The signals a test raises start at their defaults, whatever ran the tests:
+// a shell without job control starts background jobs with SIGINT and SIGQUIT
+// ignored, children inherit that, and the recorder rightly keeps an ignored
+// signal ignored (AnIgnoredSignalStaysIgnored). Restored at the end.
+class DefaultDispositions {
+ public:
+  DefaultDispositions() {
+    for (size_t k = 0; k < kSignals.size(); ++k) old_[k] = signal(kSignals[k], SIG_DFL);
+  }
+  ~DefaultDispositions() {
+    for (size_t k = 0; k < kSignals.size(); ++k) signal(kSignals[k], old_[k]);
+  }
+  DefaultDispositions(const DefaultDispositions&) = delete;
+  DefaultDispositions& operator=(const DefaultDispositions&) = delete;
+
+ private:
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGQUIT};
+  std::array<sighandler_t, 2> old_{};
+};
+
 // Signals raised right after allocating, well inside one 50 ms flush period.
 TEST(RecorderSignals, EveryTerminatingSignalFlushes) {
+  const DefaultDispositions defaults;
   for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU, SIGTERM, SIGSEGV}) {
     SCOPED_TRACE(strsignal(sig));
     Scratch s;
@@ -141,6 +163,7 @@ TEST(RecorderSignals, AnIgnoredSignalStaysIgnored) {
 // Handlers the application installs after the recorder run instead of it and
 // read back as set; SIG_DFL restored later flushes again.
 TEST(RecorderSignals, HandlersSetLaterAreChainedNotReplaced) {
+  const DefaultDispositions defaults;
   Scratch s;
   EXPECT_EQ(record(s, "handlers"), 128 + SIGUSR1) << "20..26 name the check that failed in host_pattern";
   LoadedTrace t = load_trace(s.path("t.pstrace"));
