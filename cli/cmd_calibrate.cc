@@ -202,6 +202,12 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
                "wave of one sequence and a wave of many short sequences, five sizes or more in all (packed models "
                "drawn at random were priced up to 17% under without them: docs/accuracy.md)\n",
                w.sizes, w.sizes == 1 ? "" : "s", w.calibrated_one_sequence() ? "" : ", none of one sequence");
+  // One size of one sequence: a longer one is priced from the packings.
+  else if (!quiet && w.largest.sequences > 1 && w.knots.size() < 2)
+    fmt::print(stderr,
+               "peakscope calibrate: note: one size of one sequence among the packed waves; a wave of one longer "
+               "sequence is priced from the packings (an allowance): the README's recipe adds one sequence as long as "
+               "your packer's longest (docs/pricing.md)\n");
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);

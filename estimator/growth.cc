@@ -503,8 +503,9 @@ GrowthTerm fit_linear(const std::vector<int64_t>& tokens, const std::vector<uint
   return t;
 }
 
-GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
-  const Data d = data_of(points);
+namespace {
+
+GrowthTerm fit_data(const Data& d) {
   GrowthTerm t;
   const size_t n = d.tops.size();
   if (n == 0) return t;
@@ -559,6 +560,28 @@ GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
   t.has_beyond = true;
   t.beyond = quadratic;
   finish(d, t);
+  return t;
+}
+
+}  // namespace
+
+GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
+  const Data all = data_of(points);
+  std::vector<GrowthPoint> one;  // a packed calibration's sizes of one sequence, in token order
+  if (any_packed(all))
+    for (const GrowthPoint& p : all.tops)
+      if (p.size.sequences <= 1) one.push_back(p);
+  if (one.size() < 2) return fit_data(all);
+  std::sort(one.begin(), one.end(),
+            [](const GrowthPoint& a, const GrowthPoint& b) { return a.size.tokens < b.size.tokens; });
+  // The plane is fitted on the packings and the shortest of them; the longer
+  // ones are knots along the curve of one sequence only (growth.h).
+  std::vector<GrowthPoint> plane;
+  for (const GrowthPoint& p : points)
+    if (p.size.sequences > 1 || p.size.tokens <= one.front().size.tokens) plane.push_back(p);
+  GrowthTerm t = fit_data(data_of(plane));
+  t.knots.clear();
+  for (const GrowthPoint& p : one) t.knots.push_back({p.size.tokens, static_cast<double>(p.bytes)});
   return t;
 }
 

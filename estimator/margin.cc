@@ -56,9 +56,24 @@ double jitter(const std::vector<Liveness>& traces, std::string* where) {
 Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& full) {
   Margin m;
   std::set<int64_t> tokens;
+  // A packed calibration's waves whose largest group is one sequence at a
+  // size no packing has are knots of the one-sequence chord (growth.cc), not
+  // fitted: left out, the others would price them as an extrapolation the
+  // calibration does not make.
+  std::map<int64_t, bool> one_sequence_only;  // largest group's tokens -> every such group one sequence
+  bool packed_waves = false;
   for (const Liveness& t : traces)
-    for (const WaveLiveness& w : t.waves)
-      if (calibrated(w)) tokens.insert(group_tokens(w));
+    for (const WaveLiveness& w : t.waves) {
+      if (!calibrated(w)) continue;
+      const std::vector<WaveSize> sizes = w.group_sizes();
+      const auto largest = std::max_element(sizes.begin(), sizes.end(),
+                                            [](const WaveSize& a, const WaveSize& b) { return a.tokens < b.tokens; });
+      for (const WaveSize& s : sizes) packed_waves |= s.sequences > 1;
+      auto [it, fresh] = one_sequence_only.emplace(group_tokens(w), true);
+      it->second = it->second && largest != sizes.end() && largest->sequences <= 1;
+    }
+  for (const auto& [size, one_only] : one_sequence_only)
+    if (!(packed_waves && one_only)) tokens.insert(size);
   if (tokens.size() < 3) {
     m.evidence.push_back(fmt::format(
         "not derived: {} calibrated size{} (tokens per group); leaving one out needs three or more, so prices "

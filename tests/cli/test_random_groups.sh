@@ -36,11 +36,13 @@ for pair in "groups cal.json" "single single.json"; do
 done
 expect '! grep -q "group sizes; at the others" "$TMP/seed-5/calibrate-groups.log"' \
   "calibrate noted a group size that never waited: $(grep note "$TMP/seed-5/calibrate-groups.log")"
-# The packed calibration follows the README's recipe (a group of one
-# sequence, a group of many short ones): calibrate neither asks for it nor
-# bounds a longer longest sequence by l_max^2 / rho_min.
+# The packed calibration follows the README's recipe (groups of one
+# sequence, of a middle size and as long as the packer's longest, a group of
+# many short ones): calibrate neither asks for it nor bounds a longer longest
+# sequence by l_max^2 / rho_min.
 expect '[ -s "$TMP/seed-5/calibrate-groups.log" ] &&
-        ! grep -q -e "note: packed waves at" -e "priced with its squares bounded" "$TMP/seed-5/calibrate-groups.log"' \
+        ! grep -q -e "note: packed waves at" -e "priced with its squares bounded" -e "note: one size of one sequence" \
+          "$TMP/seed-5/calibrate-groups.log"' \
   "calibrate did not take the packed recipe's waves: $(grep note "$TMP/seed-5/calibrate-groups.log")"
 expect 'grep -q "\"runs_free_boundaries\": true" "$TMP/seed-5/cal.json"' \
   "the calibration did not measure that runs free their boundaries"

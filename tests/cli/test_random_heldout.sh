@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Random held-out models as a test: three seeds of workloads/heldout/random_models.py,
 # each calibrated on three sizes (a packed one also on the README recipe's
-# wave of one sequence and wave of many short ones) and checked inside the
+# waves of one sequence, of many short ones, and of one sequence as long as
+# the packer's longest) and checked inside the
 # range and up to 3x beyond it (tools/accuracy-random; `make accuracy` runs 30
 # seeds). A model
 # passes when check prices none of its waves under the measured peak.

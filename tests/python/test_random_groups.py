@@ -35,8 +35,9 @@ class DrawGroupsTest(unittest.TestCase):
                 "calibrate 44,88,154; check 70,100,110,184,344,388"),
             30: ("seed 30: 4L h133 i368 packed 1h gelu ln lora{q,o} r2 v331 untied t1 accum",
                  # The drawn packings and checks as they always were; the
-                 # README recipe's two waves (86, and 194 as eight) after them.
-                 "calibrate 16+21,36+19+18+13,173+21,86,25+25+24+24+24+24+24+24; "
+                 # README recipe's three waves (86, 194 as eight, and one
+                 # sequence as long as the packer's longest, twice 173) after them.
+                 "calibrate 16+21,36+19+18+13,173+21,86,25+25+24+24+24+24+24+24,346; "
                  "check 14+11+25+12+9,28+74+27,138,82+95+86,328,"
                  "154+44+36+126+177"),
             11: ("seed 11: 6L h80 i188 no-attn swiglu rms lora{gate,up,down} r9 v219 tied t1 step-per-wave",
@@ -82,25 +83,34 @@ class DrawGroupsTest(unittest.TestCase):
                             self.assertEqual(len(lengths), 1)
                         else:
                             self.assertTrue(min(lengths) >= random_models.SHORTEST_SEQUENCE)
+                longest_one = ()  # the recipe's sequence as long as the packer's longest
                 if spec.packed:
                     # the drawn packings, then the README recipe's groups of one
-                    # sequence and of many short ones, each waiting once
-                    drawn, recipe = spec.calibration[:-2], spec.calibration[-2:]
+                    # sequence (a middle size, and the packer's longest) and of
+                    # many short ones, each waiting once
+                    drawn, recipe = spec.calibration[:-3], spec.calibration[-3:]
                     self.assertTrue(all(len(lengths) >= 2 for w in drawn for _, lengths in w.groups))
-                    one, many = spec.model.calibration[-2:]
+                    one, many, longest_one = spec.model.calibration[-3:]
                     self.assertEqual(len(one), 1)
+                    self.assertEqual(len(longest_one), 1)
                     self.assertGreaterEqual(len(many), 2 * max(len(lengths) for w in drawn for _, lengths in w.groups))
+                    self.assertEqual(longest_one[0], random_models.PACKER_LONGEST *
+                                     max(max(lengths) for w in drawn for _, lengths in w.groups))
+                    self.assertLessEqual(max(max(lengths) for w in spec.check for _, lengths in w.groups),
+                                         longest_one[0])
                     waiting = {wave.groups[g][1] for wave in recipe for g in wave.backward_order[1:]}
-                    self.assertEqual(waiting, {one, many})
-                    self.assertEqual({lengths for w in spec.single[-2 * len(spec.slots):] for _, lengths in w.groups},
-                                     {one, many})
+                    self.assertEqual(waiting, {one, many, longest_one})
+                    self.assertEqual({lengths for w in spec.single[-3 * len(spec.slots):] for _, lengths in w.groups},
+                                     {one, many, longest_one})
                 forward, reverse = tuple(range(len(spec.slots))), tuple(reversed(range(len(spec.slots))))
                 self.assertTrue({forward, reverse} <= orders, "both backward orders")
                 # equal and unequal groups, in calibration and in check
                 for waves in (spec.calibration, spec.check):
                     self.assertTrue(any(len(set(w.group_tokens())) == 1 for w in waves))
                     self.assertTrue(any(len(set(w.group_tokens())) > 1 for w in waves))
-                calibrated, checked = group_sizes(spec.calibration), group_sizes(spec.check)
+                # the sizes drawn (the recipe's longest sequence is a size of its own)
+                calibrated = group_sizes(spec.calibration[:-3] if spec.packed else spec.calibration)
+                checked = group_sizes(spec.check)
                 self.assertEqual(len(calibrated), 3)
                 self.assertFalse(calibrated & checked, "a check group size was calibrated")
                 self.assertTrue(any(n > max(calibrated) for n in checked))
@@ -110,11 +120,12 @@ class DrawGroupsTest(unittest.TestCase):
                 # the README's recipe: every calibrated size waits for another
                 # group's backward in some calibration wave
                 waited = {sum(wave.groups[g][1]) for wave in spec.calibration for g in wave.backward_order[1:]}
-                self.assertEqual(waited, calibrated)
+                self.assertEqual(waited, calibrated | ({sum(longest_one)} if spec.packed else set()))
                 # single: one group per wave, every slot at every calibrated size
                 self.assertTrue(all(len(w.groups) == 1 and w.backward_order == (0,) for w in spec.single))
                 self.assertEqual({(w.groups[0][0], w.tokens) for w in spec.single},
-                                 {(slot, n) for slot in spec.slots for n in calibrated})
+                                 {(slot, n) for slot in spec.slots
+                                  for n in calibrated | ({sum(longest_one)} if spec.packed else set())})
 
     def test_every_wave_makes_a_valid_payload(self):
         for seed in SEEDS:

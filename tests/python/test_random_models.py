@@ -74,12 +74,12 @@ class DrawTest(unittest.TestCase):
     def test_check_sizes_lie_inside_and_beyond_the_calibrated_ones(self):
         for seed in SEEDS:
             spec = random_models.draw(seed)
-            # A packed model's calibration ends with the README's two recipe
+            # A packed model's calibration ends with the README's three recipe
             # waves (test_packings).
             drawn = spec.calibration[:3]
             calibration, check = totals(drawn), totals(spec.check)
             with self.subTest(seed=seed, calibration=calibration, check=check):
-                self.assertEqual(len(spec.calibration), 5 if spec.packed else 3)
+                self.assertEqual(len(spec.calibration), 6 if spec.packed else 3)
                 self.assertEqual(len(check), 6)
                 self.assertEqual(calibration, sorted(calibration))
                 for smaller, larger in zip(calibration, calibration[1:]):
@@ -105,14 +105,16 @@ class DrawTest(unittest.TestCase):
                 self.assertTrue(all(min(lengths) >= random_models.SHORTEST_SEQUENCE for lengths in waves))
                 drawn, recipe = spec.calibration[:3], spec.calibration[3:]
                 self.assertTrue(all(len(lengths) >= 2 for lengths in drawn))
-                # The recipe: the middle size as one sequence, and the largest
-                # as many short ones, as even as it goes.
+                # The recipe: the middle size as one sequence, the largest as
+                # many short ones, as even as it goes, and one sequence as long
+                # as the packer's longest.
                 self.assertEqual(recipe[0], (sorted(totals(drawn))[1],))
+                longest = max(max(lengths) for lengths in drawn)
+                self.assertEqual(recipe[2], (random_models.PACKER_LONGEST * longest,))
                 self.assertEqual(len(recipe[1]), min(random_models.MOST_CALIBRATED_SEQUENCES,
                                                      sum(recipe[1]) // random_models.SHORTEST_SEQUENCE))
                 self.assertLessEqual(max(recipe[1]) - min(recipe[1]), 1)
-                longest = max(max(lengths) for lengths in drawn)
-                self.assertLessEqual(max(max(lengths) for lengths in spec.check), 2 * longest)
+                self.assertLessEqual(max(max(lengths) for lengths in spec.check), recipe[2][0])
                 counts = {len(lengths) for lengths in drawn}
                 self.assertTrue({len(lengths) for lengths in spec.check} - counts,
                                 "no check wave packs another number of sequences")

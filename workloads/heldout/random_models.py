@@ -74,9 +74,13 @@ CALIBRATION_RATIO = (1.6, 2.4)
 CALIBRATION_MAX = 256
 BEYOND = 3.0  # check sizes reach this many times the largest calibrated size
 SHORTEST_SEQUENCE = 8
-# The README's recipe for packed models adds two calibration waves to the
-# drawn packings: one sequence, and many short ones (at most this many).
+# The README's recipe for packed models adds three calibration waves to the
+# drawn packings: one sequence of a middle size, one as long as the packer's
+# longest, and many short ones (at most this many).
 MOST_CALIBRATED_SEQUENCES = 8
+# A packer's longest sequence, in the longest calibrated packing's: the
+# check packings' sequences are at most this many times as long.
+PACKER_LONGEST = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,15 +144,17 @@ def _calibration_sizes(rng):
     return sizes
 
 
-def _recipe_packings(calibration):
-    """The two packings the README asks a packed model's calibration to hold
-    beside the ones a packer made: the middle size as one sequence, and the
-    largest size as many short sequences, as even as it goes. Neither is drawn:
-    the draws after them (the check packings) stay as they were."""
+def _recipe_packings(calibration, packings):
+    """The packings the README asks a packed model's calibration to hold
+    beside the ones a packer made (`packings`): the middle size as one
+    sequence, the largest size as many short sequences, as even as it goes,
+    and one sequence as long as the packer's longest. None is drawn: the draws
+    after them (the check packings) stay as they were."""
     low, middle, high = calibration
     count = min(MOST_CALIBRATED_SEQUENCES, high // SHORTEST_SEQUENCE)
     base, extra = divmod(high, count)
-    return [[middle], [base + (1 if i < extra else 0) for i in range(count)]]
+    longest = PACKER_LONGEST * max(max(lengths) for lengths in packings)
+    return [[middle], [base + (1 if i < extra else 0) for i in range(count)], [longest]]
 
 
 def _check_sizes(rng, calibration):
@@ -186,14 +192,14 @@ def _packings(rng, calibration, check):
     sequences, then check packings with other counts and a longest sequence up
     to twice the longest calibrated one."""
     cal = [_split(rng, total, rng.randint(2, 4), total) for total in calibration]
-    longest = max(max(lengths) for lengths in cal)
+    longest = max(max(lengths) for lengths in cal)  # the packer's longest: PACKER_LONGEST times it
     counts = {len(lengths) for lengths in cal}
     waves = []
     for total in check:
-        fewest = max(1, math.ceil(total / (2 * longest)))
+        fewest = max(1, math.ceil(total / (PACKER_LONGEST * longest)))
         most = max(fewest, min(total // SHORTEST_SEQUENCE, fewest + 5))
         options = [n for n in range(fewest, most + 1) if n not in counts] or [most]
-        waves.append(_split(rng, total, rng.choice(options), 2 * longest))
+        waves.append(_split(rng, total, rng.choice(options), PACKER_LONGEST * longest))
     return cal, waves
 
 
@@ -238,7 +244,7 @@ def draw(seed):
     check = _check_sizes(rng, calibration)
     if model["attention"] == "packed":
         cal_waves, check_waves = _packings(rng, calibration, check)
-        cal_waves += _recipe_packings(calibration)
+        cal_waves += _recipe_packings(calibration, cal_waves)
     else:
         cal_waves, check_waves = [[n] for n in calibration], [[n] for n in check]
     return Spec(seed=seed, **model,
@@ -385,14 +391,17 @@ def draw_groups(seed):
     calibration = waves(cal_shapes, every_size_waits=True)
     check = waves(check_shapes)
     # A packed model follows the README's recipe for packed models too: groups
-    # of one sequence and groups of many short ones, after the drawn waves and
-    # in fixed orders (nothing drawn, so the check waves stay as drawn), each
-    # packing waiting for another group's backward once; and as one-group waves.
-    recipe = tuple(tuple(lengths) for lengths in _recipe_packings(sizes)) if model["attention"] == "packed" else ()
+    # of one sequence (a middle size, and the packer's longest) and groups of
+    # many short ones, after the drawn waves and in fixed orders (nothing
+    # drawn, so the check waves stay as drawn), each packing waiting for
+    # another group's backward once; and as one-group waves.
+    recipe = ()
+    if model["attention"] == "packed":
+        recipe = tuple(tuple(lengths) for lengths in _recipe_packings(sizes, [packing[n] for n in sizes]))
     if recipe:
-        one, many = recipe
+        one, many, longest = recipe
         calibration += tuple(GroupWave(tuple(zip(slots, (first, second, first)[:count])), tuple(range(count)))
-                             for first, second in ((one, many), (many, one)))
+                             for first, second in ((one, many), (many, one), (many, longest)))
         single += tuple(GroupWave(((slot, lengths),), (0,)) for lengths in recipe for slot in slots)
     return GroupSpec(seed=seed,
                      model=Spec(seed=seed, **model, calibration=tuple(tuple(packing[n]) for n in sizes) + recipe,

@@ -333,6 +333,42 @@ TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
   EXPECT_TRUE(fit_growth(points({16, 32, 64}, 10, 2, 1)).squares_floor.empty());
 }
 
+// README's recipe adds one sequence as long as the packer's longest to a
+// packed calibration. A term whose maximum moves to another event on long
+// single sequences (attention's transients over the one sequence: 2.8 bytes
+// a squared token, dormant at every packing and at the middle size) is priced
+// from the packings alone 2,000 bytes under at one sequence of 150 tokens, a length some
+// packing already held. With the longest one sequence in the calibration,
+// the sizes of one sequence are knots of their own curve (convex: the chord
+// between two bounds it) and stay out of the plane, whose range they do not
+// widen: the price is at least the chord, and covers the truth.
+TEST(GrowthPacked, TwoSizesOfOneSequenceBoundTheOnesBetweenByTheirChord) {
+  auto truth = [](const std::vector<int64_t>& lengths) {
+    const WaveSize s = packed_of(lengths);
+    const double plane = 1000 + 100.0 * static_cast<double>(s.tokens) + 2 * s.square_tokens;
+    return GrowthPoint{s, static_cast<uint64_t>(std::max(plane, 2.8 * s.longest_square))};
+  };
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths :
+       std::vector<std::vector<int64_t>>{{20, 20}, {30, 40, 30}, {160, 40}, {25, 25, 25, 25, 25, 25, 25, 25}, {100}})
+    points.push_back(truth(lengths));
+  const GrowthPoint between = truth({150});
+  const GrowthTerm packings = fit_growth(points);
+  EXPECT_TRUE(packings.knots.empty());
+  EXPECT_LT(packings.bytes_at(between.size) + 1500, between.bytes);
+  points.push_back(truth({200}));
+  const GrowthTerm term = fit_growth(points);
+  ASSERT_EQ(term.knots.size(), 2u);
+  EXPECT_EQ(term.knots.back(), (GrowthTerm::Knot{200, 112000}));
+  EXPECT_EQ(term.largest.square_tokens, packings.largest.square_tokens) << "the longest one sequence widened the plane";
+  EXPECT_TRUE(term.fit() == packings.fit());
+  EXPECT_GE(term.bytes_at(between.size), between.bytes);
+  EXPECT_DOUBLE_EQ(term.chord(between.size), 31000 + (112000.0 - 31000) / 2);
+  // Packed waves are priced by the plane alone, as before.
+  const WaveSize packing = packed_of({70, 40, 40});
+  EXPECT_EQ(term.bytes_at(packing), packings.bytes_at(packing));
+}
+
 // The hull only ever raises a price: every packed fit grows with the squares
 // at a rate of zero or more (and so does its conservative growth), so more
 // squares never price less. Random packed calibrations of three to six
