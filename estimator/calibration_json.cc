@@ -48,12 +48,12 @@ Json term_to_json(const GrowthTerm& t) {
                          {"quadratic", nullable(t.left_out_error_quadratic)}};
   if (!t.knots.empty()) {
     Json knots = Json::array();
-    for (const GrowthTerm::Knot& k : t.knots) knots.push_back({k.tokens, k.bytes});
+    for (const GrowthTerm::Knot& k : t.knots) knots.push_back({k.tokens, k.value});
     j["knots"] = knots;
   }
   if (!t.squares_floor.empty()) {
     Json floor = Json::array();
-    for (const GrowthTerm::SquaresKnot& k : t.squares_floor) floor.push_back({k.tokens, k.squares});
+    for (const GrowthTerm::Knot& k : t.squares_floor) floor.push_back({k.tokens, k.value});
     j["squares_floor"] = floor;
   }
   return j;
@@ -93,7 +93,7 @@ void squares_floor_from_json(const Json& j, const std::string& where, GrowthTerm
     if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number() || k[0].get<int64_t>() <= 0 ||
         !(k[1].get<double>() >= 0))
       throw CalibrationError(what);
-    const GrowthTerm::SquaresKnot knot{k[0].get<int64_t>(), k[1].get<double>()};
+    const GrowthTerm::Knot knot{k[0].get<int64_t>(), k[1].get<double>()};
     if (!t.squares_floor.empty() && knot.tokens <= t.squares_floor.back().tokens)
       throw CalibrationError(where + ".squares_floor: tokens must increase");
     t.squares_floor.push_back(knot);

@@ -448,16 +448,20 @@ uint8_t GrowthTerm::outside_mask(WaveSize size) const {
   return out;
 }
 
+double GrowthTerm::between_knots(const std::vector<Knot>& knots, int64_t tokens) {
+  // Knots are few (the calibrated sizes): a scan is cheaper than a search.
+  size_t k = 1;
+  while (k + 1 < knots.size() && knots[k].tokens < tokens) ++k;
+  const Knot& a = knots[k - 1];
+  const Knot& b = knots[k];
+  const double x = static_cast<double>(tokens - a.tokens) / static_cast<double>(b.tokens - a.tokens);
+  return a.value + (b.value - a.value) * x;
+}
+
 double GrowthTerm::chord(WaveSize size) const {
   if (knots.size() < 2 || size.sequences > 1 || size.tokens < knots.front().tokens || size.tokens > knots.back().tokens)
     return 0;
-  // Knots are few (the calibrated sizes): a scan is cheaper than a search.
-  size_t k = 1;
-  while (k + 1 < knots.size() && knots[k].tokens < size.tokens) ++k;
-  const Knot& a = knots[k - 1];
-  const Knot& b = knots[k];
-  const double x = static_cast<double>(size.tokens - a.tokens) / static_cast<double>(b.tokens - a.tokens);
-  return a.bytes + (b.bytes - a.bytes) * x;
+  return between_knots(knots, size.tokens);
 }
 
 std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const { return feature_names(outside_mask(size)); }

@@ -111,14 +111,19 @@ struct GrowthTerm {
   // Largest relative error on a left-out calibration size; -1: not measurable.
   double left_out_error_linear = -1;
   double left_out_error_quadratic = -1;
+  // A value at a token count: bytes measured (knots), or squares
+  // (squares_floor), in token order in either list.
+  struct Knot {
+    int64_t tokens = 0;
+    double value = 0;
+    bool operator==(const Knot&) const = default;
+  };
+  // The chord between the knots on either side of `tokens`, inside the
+  // knots' tokens (at least two knots).
+  static double between_knots(const std::vector<Knot>& knots, int64_t tokens);
   // The largest value measured at each calibrated size, in token order, when
   // every calibration wave was one sequence (empty otherwise): the chords
   // between neighbours bound a convex term from above between them.
-  struct Knot {
-    int64_t tokens = 0;
-    double bytes = 0;
-    bool operator==(const Knot&) const = default;
-  };
   std::vector<Knot> knots;
   // The chord through the knots on either side of a wave of one sequence
   // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
@@ -133,12 +138,7 @@ struct GrowthTerm {
   // on held-out models (docs/pricing.md), not a bound. A fit that passes
   // through more sizes than it has coefficients, to a byte, is taken to be
   // made of its features and has no hull.
-  struct SquaresKnot {
-    int64_t tokens = 0;
-    double squares = 0;
-    bool operator==(const SquaresKnot&) const = default;
-  };
-  std::vector<SquaresKnot> squares_floor;
+  std::vector<Knot> squares_floor;
   // The hull's squares at `tokens`: between knots the chord; beyond either
   // end, the end knot's squares scaled with the tokens (a packing of the
   // same mean length); 0 without a hull.

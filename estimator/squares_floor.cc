@@ -23,21 +23,21 @@ bool exact_plane(const GrowthLine& line, const std::vector<GrowthPoint>& sizes) 
 // The lower convex hull of the sizes in (tokens, squares), in token order
 // (Andrew's monotone chain, lower half): at each token count the fewest
 // squares, then only the knots the hull bends at.
-std::vector<GrowthTerm::SquaresKnot> lower_hull(const std::vector<GrowthPoint>& sizes) {
+std::vector<GrowthTerm::Knot> lower_hull(const std::vector<GrowthPoint>& sizes) {
   std::map<int64_t, double> fewest;
   for (const GrowthPoint& p : sizes) {
     auto [it, fresh] = fewest.emplace(p.size.tokens, p.size.square_tokens);
     if (!fresh) it->second = std::min(it->second, p.size.square_tokens);
   }
-  std::vector<GrowthTerm::SquaresKnot> hull;
+  std::vector<GrowthTerm::Knot> hull;
   for (const auto& [tokens, squares] : fewest) {
-    const GrowthTerm::SquaresKnot k{tokens, squares};
+    const GrowthTerm::Knot k{tokens, squares};
     while (hull.size() >= 2) {
-      const GrowthTerm::SquaresKnot& a = hull[hull.size() - 2];
-      const GrowthTerm::SquaresKnot& b = hull.back();
+      const GrowthTerm::Knot& a = hull[hull.size() - 2];
+      const GrowthTerm::Knot& b = hull.back();
       // b lies on or above the chord from a to k: not a bend of the hull.
-      const double cross = static_cast<double>(b.tokens - a.tokens) * (k.squares - a.squares) -
-                           (b.squares - a.squares) * static_cast<double>(k.tokens - a.tokens);
+      const double cross = static_cast<double>(b.tokens - a.tokens) * (k.value - a.value) -
+                           (b.value - a.value) * static_cast<double>(k.tokens - a.tokens);
       if (cross > 0) break;
       hull.pop_back();
     }
@@ -48,17 +48,12 @@ std::vector<GrowthTerm::SquaresKnot> lower_hull(const std::vector<GrowthPoint>& 
 
 double GrowthTerm::squares_floor_at(int64_t tokens) const {
   if (squares_floor.empty() || tokens <= 0) return 0;
-  const SquaresKnot& first = squares_floor.front();
-  const SquaresKnot& last = squares_floor.back();
+  const Knot& first = squares_floor.front();
+  const Knot& last = squares_floor.back();
   const double t = static_cast<double>(tokens);
-  if (tokens <= first.tokens) return first.squares * t / static_cast<double>(first.tokens);
-  if (tokens >= last.tokens) return last.squares * t / static_cast<double>(last.tokens);
-  size_t k = 1;
-  while (squares_floor[k].tokens < tokens) ++k;
-  const SquaresKnot& a = squares_floor[k - 1];
-  const SquaresKnot& b = squares_floor[k];
-  return a.squares +
-         (b.squares - a.squares) * (t - static_cast<double>(a.tokens)) / static_cast<double>(b.tokens - a.tokens);
+  if (tokens <= first.tokens) return first.value * t / static_cast<double>(first.tokens);
+  if (tokens >= last.tokens) return last.value * t / static_cast<double>(last.tokens);
+  return between_knots(squares_floor, tokens);
 }
 
 }  // namespace psc

@@ -16,6 +16,6 @@ bool exact_plane(const GrowthLine& line, const std::vector<GrowthPoint>& sizes);
 
 // The lower convex hull of `sizes` in (tokens, squares), in token order: at
 // each token count the fewest squares, then only the knots the hull bends at.
-std::vector<GrowthTerm::SquaresKnot> lower_hull(const std::vector<GrowthPoint>& sizes);
+std::vector<GrowthTerm::Knot> lower_hull(const std::vector<GrowthPoint>& sizes);
 
 }  // namespace psc

@@ -313,7 +313,7 @@ TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
   };
   const GrowthTerm term = fit_growth({truth({31, 18}), truth({36, 206}), truth({31, 31, 30, 30, 30, 30, 30, 30})});
   ASSERT_EQ(term.squares_floor.size(), 2u);  // (49, 1285) and (242, 7322): the third lies above
-  EXPECT_EQ(term.squares_floor.front(), (GrowthTerm::SquaresKnot{49, 31 * 31 + 18 * 18}));
+  EXPECT_EQ(term.squares_floor.front(), (GrowthTerm::Knot{49, 31 * 31 + 18 * 18}));
   const GrowthPoint short_sequences = truth({8, 23, 30, 20, 11});
   EXPECT_LT(term.line(short_sequences.size), static_cast<double>(short_sequences.bytes) - 3000);
   EXPECT_GE(term.bytes_at(short_sequences.size), short_sequences.bytes);
@@ -420,7 +420,7 @@ TEST(GrowthPacked, TheSquaresFloorIsTheLowerHull) {
     points.push_back({packed_of(lengths), 1000 + 10 * static_cast<uint64_t>(packed_of(lengths).square_tokens) +
                                               3000 * (points.size() % 3)});  // no plane: a hull
   const GrowthTerm term = fit_growth(points);
-  const std::vector<GrowthTerm::SquaresKnot> want = {{20, 200}, {60, 600}, {100, 5000}};
+  const std::vector<GrowthTerm::Knot> want = {{20, 200}, {60, 600}, {100, 5000}};
   EXPECT_EQ(term.squares_floor, want);
   for (GrowthPoint& p : points) p.bytes = 1000 + 10 * static_cast<uint64_t>(p.size.square_tokens);
   EXPECT_TRUE(fit_growth(points).squares_floor.empty());
