@@ -82,22 +82,26 @@ double optional_number(const Json& j, const char* name, const std::string& where
   return number(j, name, where);
 }
 
-// Absent in calibrations written before packed waves of shorter sequences
-// were priced at the calibrated squares.
-void squares_floor_from_json(const Json& j, const std::string& where, GrowthTerm& t) {
-  if (!j.contains("squares_floor")) return;
-  const Json& floor = j.at("squares_floor");
-  const std::string what = where + ".squares_floor: must be an array of [tokens, squares], tokens positive";
-  if (!floor.is_array()) throw CalibrationError(what);
-  for (const Json& k : floor) {
-    if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number() || k[0].get<int64_t>() <= 0 ||
-        !(k[1].get<double>() >= 0))
+// A list of knots, `name`: [[tokens, value], ...] in increasing tokens;
+// empty when absent. `positive`: tokens above 0 and values of 0 or more too.
+std::vector<GrowthTerm::Knot> knots_from_json(const Json& j, const char* name, const char* value,
+                                              const std::string& where, bool positive) {
+  std::vector<GrowthTerm::Knot> out;
+  if (!j.contains(name)) return out;
+  const Json& list = j.at(name);
+  const std::string what =
+      where + "." + name + ": must be an array of [tokens, " + value + "]" + (positive ? ", tokens positive" : "");
+  if (!list.is_array()) throw CalibrationError(what);
+  for (const Json& k : list) {
+    if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number() ||
+        (positive && (k[0].get<int64_t>() <= 0 || !(k[1].get<double>() >= 0))))
       throw CalibrationError(what);
     const GrowthTerm::Knot knot{k[0].get<int64_t>(), k[1].get<double>()};
-    if (!t.squares_floor.empty() && knot.tokens <= t.squares_floor.back().tokens)
-      throw CalibrationError(where + ".squares_floor: tokens must increase");
-    t.squares_floor.push_back(knot);
+    if (!out.empty() && knot.tokens <= out.back().tokens)
+      throw CalibrationError(where + "." + name + ": tokens must increase");
+    out.push_back(knot);
   }
+  return out;
 }
 
 // Version 1 terms are lines in tokens with no range: read as linear, with no
@@ -158,20 +162,11 @@ GrowthTerm term_from_json(const Json& j, const std::string& where) {
     t.left_out_error_linear = optional_number(j.at("left_out_error"), "linear", where + ".left_out_error", -1);
     t.left_out_error_quadratic = optional_number(j.at("left_out_error"), "quadratic", where + ".left_out_error", -1);
   }
-  // Absent in calibrations written before the chords bounded prices.
-  if (j.contains("knots")) {
-    const Json& knots = j.at("knots");
-    if (!knots.is_array()) throw CalibrationError(where + ".knots: must be an array of [tokens, bytes]");
-    for (const Json& k : knots) {
-      if (!k.is_array() || k.size() != 2 || !k[0].is_number_integer() || !k[1].is_number())
-        throw CalibrationError(where + ".knots: must be an array of [tokens, bytes]");
-      const GrowthTerm::Knot knot{k[0].get<int64_t>(), k[1].get<double>()};
-      if (!t.knots.empty() && knot.tokens <= t.knots.back().tokens)
-        throw CalibrationError(where + ".knots: tokens must increase");
-      t.knots.push_back(knot);
-    }
-  }
-  squares_floor_from_json(j, where, t);
+  // Absent in calibrations written before the chords bounded prices, and
+  // before packed waves of shorter sequences were priced at the calibrated
+  // squares.
+  t.knots = knots_from_json(j, "knots", "bytes", where, false);
+  t.squares_floor = knots_from_json(j, "squares_floor", "squares", where, true);
   return t;
 }
 

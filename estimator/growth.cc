@@ -170,6 +170,10 @@ double left_out_error(const Data& d, size_t needed, Fit fit) {
 // misses a left-out size by more than this.
 constexpr double kLinearTolerance = 0.01;
 
+bool any_packed(const Data& d) {
+  return std::any_of(d.points.begin(), d.points.end(), [](const GrowthPoint& p) { return p.size.sequences > 1; });
+}
+
 void finish(const Data& d, GrowthTerm& t) {
   t.points = d.points.size();
   t.sizes = d.tops.size();
@@ -204,9 +208,7 @@ void finish(const Data& d, GrowthTerm& t) {
   if (one_sequence && d.tops.size() >= 2)
     for (const GrowthPoint& p : d.tops) t.knots.push_back({p.size.tokens, static_cast<double>(p.bytes)});
   t.squares_floor.clear();
-  if (std::any_of(d.tops.begin(), d.tops.end(), [](const GrowthPoint& p) { return p.size.sequences > 1; }) &&
-      !exact_plane(t.fit(), d.tops))
-    t.squares_floor = lower_hull(d.tops);
+  if (any_packed(d) && !exact_plane(t.fit(), d.tops)) t.squares_floor = lower_hull(d.tops);
 }
 
 void set_fit(GrowthTerm& t, const GrowthLine& line) {
@@ -369,10 +371,6 @@ GrowthLine packed_fit(const Data& d) {
     if (largest_gap(exact, d) <= kOnePlane) return exact;
   }
   return fit;
-}
-
-bool any_packed(const Data& d) {
-  return std::any_of(d.points.begin(), d.points.end(), [](const GrowthPoint& p) { return p.size.sequences > 1; });
 }
 
 }  // namespace
@@ -571,13 +569,11 @@ GrowthTerm fit_data(const Data& d) {
 
 GrowthTerm fit_growth(const std::vector<GrowthPoint>& points) {
   const Data all = data_of(points);
-  std::vector<GrowthPoint> one;  // a packed calibration's sizes of one sequence, in token order
+  std::vector<GrowthPoint> one;  // a packed calibration's sizes of one sequence (tops are in token order)
   if (any_packed(all))
     for (const GrowthPoint& p : all.tops)
       if (p.size.sequences <= 1) one.push_back(p);
   if (one.size() < 2) return fit_data(all);
-  std::sort(one.begin(), one.end(),
-            [](const GrowthPoint& a, const GrowthPoint& b) { return a.size.tokens < b.size.tokens; });
   // The plane is fitted on the packings and the shortest of them; the longer
   // ones are knots along the curve of one sequence only (growth.h).
   std::vector<GrowthPoint> plane;

@@ -68,9 +68,10 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
       const std::vector<WaveSize> sizes = w.group_sizes();
       const auto largest = std::max_element(sizes.begin(), sizes.end(),
                                             [](const WaveSize& a, const WaveSize& b) { return a.tokens < b.tokens; });
+      if (largest == sizes.end()) continue;
       for (const WaveSize& s : sizes) packed_waves |= s.sequences > 1;
-      auto [it, fresh] = one_sequence_only.emplace(group_tokens(w), true);
-      it->second = it->second && largest != sizes.end() && largest->sequences <= 1;
+      auto [it, fresh] = one_sequence_only.emplace(largest->tokens, true);
+      it->second = it->second && largest->sequences <= 1;
     }
   for (const auto& [size, one_only] : one_sequence_only)
     if (!(packed_waves && one_only)) tokens.insert(size);
