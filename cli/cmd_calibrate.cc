@@ -114,6 +114,7 @@ void print_fits(const Calibration& c) {
   print_fit("output", c.output);
   print_fit("head_saved", c.head_saved);
   if (c.waiting) print_fit("waiting", *c.waiting);
+  if (c.forward_moment) print_fit("forward_moment", *c.forward_moment);
   if (!c.moments) {
     fmt::print(
         "moments: not measured (no wave of one group, no wave of several whose backward cut into one run "

@@ -468,7 +468,7 @@ WaveResiduals residuals_of(const Calibration& c, const std::string& path, const 
 struct TermSamples {
   explicit TermSamples(size_t layers) : boundary(layers), moments(layers) {}
   std::vector<Samples> boundary;
-  Samples workspace, workspace_after, input_gradient, output, head_saved, waiting;
+  Samples workspace, workspace_after, input_gradient, output, head_saved, waiting, forward_moment;
   MomentSamples moments;
   int waves_cut_into_runs = 0, waves_whose_runs_kept_boundaries = 0;
 };
@@ -493,6 +493,8 @@ void add_part(const WaveLiveness& part, size_t layers, TermSamples& s, Calibrati
   s.moments.add(part, size);
   s.head_saved.push_back({size, part.head_saved_bytes});
   if (part.waiting_bytes >= 0) s.waiting.push_back({size, static_cast<uint64_t>(part.waiting_bytes)});
+  if (part.moment_forward_bytes >= 0)
+    s.forward_moment.push_back({size, static_cast<uint64_t>(part.moment_forward_bytes)});
   // Exact: what this slot's backward made, per layer.
   if (part.slots.size() == 1) {
     std::vector<uint64_t>& slot = c->adapter_gradient_bytes[part.slots[0]];
@@ -566,6 +568,7 @@ void fit_terms(const TermSamples& s, Calibration* c) {
   c->output = fit_growth(s.output);
   c->head_saved = fit_growth(s.head_saved);
   if (!s.waiting.empty()) c->waiting = fit_growth(s.waiting);
+  if (!s.forward_moment.empty()) c->forward_moment = fit_growth(s.forward_moment);
   c->runs_free_boundaries = s.waves_cut_into_runs > 0 && s.waves_whose_runs_kept_boundaries == 0;
   c->moments = fit_moments(s.moments);
 }

@@ -124,6 +124,11 @@ struct Calibration {
   // (WaveLiveness::waiting_bytes). Absent without such runs: head_saved
   // stands for it (the most the head held before the backward, a bound).
   std::optional<GrowthTerm> waiting;
+  // Per group: the most its forward held beside its boundaries
+  // (WaveLiveness::moment_forward_bytes), where a wave measured it. What a
+  // known backward order charges a group's forward with (predict.cc,
+  // forward_at); absent: the head's moment, which holds the forward too.
+  std::optional<GrowthTerm> forward_moment;
   // In every one of the calibration's waves of several groups (and there was
   // one), each run freed only boundaries its own group's forward made
   // (WaveLiveness::runs_free_boundaries): a known backward order then credits

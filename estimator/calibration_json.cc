@@ -263,6 +263,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["output"] = term_to_json(c.output);
   j["head_saved"] = term_to_json(c.head_saved);
   if (c.waiting) j["waiting"] = term_to_json(*c.waiting);
+  if (c.forward_moment) j["forward_moment"] = term_to_json(*c.forward_moment);
   if (c.runs_free_boundaries) j["runs_free_boundaries"] = true;
   if (c.moments) {
     Json before = Json::array(), after = Json::array();
@@ -327,6 +328,8 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
   if (j.contains("waiting")) c.waiting = term_from_json(j["waiting"], where + ".waiting");
+  if (j.contains("forward_moment"))
+    c.forward_moment = term_from_json(j["forward_moment"], where + ".forward_moment");
   if (j.contains("runs_free_boundaries")) {
     const Json& frees = j["runs_free_boundaries"];
     if (!frees.is_boolean()) throw CalibrationError(where + ".runs_free_boundaries: must be true or false");

@@ -102,6 +102,10 @@ struct WaveLiveness {
   // own gradients are made, and the most of (that + its gradients made so
   // far) once they are, less its gradients. -1: the moment was not seen.
   int64_t moment_head_bytes = -1;
+  // The most of the same terms while the forward ran (before the backward
+  // began; of a run, its own group's forward): part of the head's moment,
+  // which also holds the head's backward. -1: not seen.
+  int64_t moment_forward_bytes = -1;
   std::vector<int64_t> moment_before_gradient_bytes;
   std::vector<int64_t> moment_after_gradient_bytes;
   // The value of each moment after every allocation that raised it, in

@@ -29,14 +29,11 @@ struct Reader {
   }
   // The term's bytes at `size`, not noted as read (note() it if it decides).
   uint64_t quietly(const GrowthTerm& term, WaveSize size) const { return priced(term, size, term.outside_mask(size)); }
-  // With the conservative growth outside (`outside`: its outside_mask) or
-  // from fewer than three sizes.
+  // With the conservative growth outside (its outside_mask) or from fewer than three sizes.
   static uint64_t priced(const GrowthTerm& term, WaveSize size, uint8_t outside) {
     return term.bytes_at(size, term.has_beyond && (outside != 0 || term.few_sizes()));
   }
-  void note(const char* name, const GrowthTerm& term, WaveSize size) const {
-    if (extrapolation) extrapolation->note(name, term, size, term.outside_mask(size));
-  }
+  void note(const char* name, const GrowthTerm& term, WaveSize size) const { at(name, term, size); }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
     const GrowthTerm* any = moment.any();
     if (!any) return 0;
@@ -63,6 +60,7 @@ std::optional<Bytes> workspace_after_gradient(const Reader& r, WaveSize size, By
 // The fitted moments at one size, read once for every group of that size.
 struct MomentValues {
   uint64_t head = 0;
+  std::optional<uint64_t> forward;  // at most the head's: it holds the forward too
   std::vector<uint64_t> before, after;
   std::vector<uint8_t> after_includes_gradient;
 };
@@ -71,6 +69,7 @@ MomentValues moment_values(const Reader& r, WaveSize size) {
   const MomentFits& m = *r.c.moments;
   MomentValues v;
   v.head = r.at("moments.head", m.head, size);
+  if (r.c.forward_moment) v.forward = std::min(v.head, r.quietly(*r.c.forward_moment, size));
   const size_t layers = m.before_gradient.size();
   v.before.reserve(layers);
   v.after.reserve(layers);
@@ -102,6 +101,7 @@ pricing::Moments moments_at(const MomentValues& v, uint64_t everywhere, uint64_t
                             const std::vector<uint64_t>& gradient, const std::vector<Bytes>& pending) {
   pricing::Moments out;
   out.head_bytes = as_bytes(v.head + everywhere);
+  if (v.forward) out.forward_bytes = as_bytes(*v.forward + everywhere);
   out.before_gradient_bytes.reserve(v.before.size());
   out.after_gradient_bytes.reserve(v.before.size());
   for (size_t i = 0; i < v.before.size(); ++i) {

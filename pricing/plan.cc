@@ -319,9 +319,14 @@ class PlanReader {
 
   Moments moments(const Json& value, const std::string& path) {
     expect_object(value, path);
-    only_fields(value, path, {"head_bytes", "before_gradient_bytes", "after_gradient_bytes"});
+    only_fields(value, path, {"head_bytes", "forward_bytes", "before_gradient_bytes", "after_gradient_bytes"});
     Moments out;
     out.head_bytes = bytes(required(value, path, "head_bytes"), member(path, "head_bytes"));
+    if (value.contains("forward_bytes")) {
+      out.forward_bytes = bytes(value["forward_bytes"], member(path, "forward_bytes"));
+      if (*out.forward_bytes > out.head_bytes)
+        fail(member(path, "forward_bytes"), "must be at most head_bytes: the head's moment holds the forward too");
+    }
     out.before_gradient_bytes =
         byte_array(required(value, path, "before_gradient_bytes"), member(path, "before_gradient_bytes"));
     out.after_gradient_bytes =

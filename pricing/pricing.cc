@@ -93,6 +93,7 @@ void worst_moment(const Group& group, GroupExcess& result) {
     result.moment_bytes = bytes;
     result.peak_layer = static_cast<int>(layer);
   };
+  result.forward_extra = moments.forward_bytes.value_or(moments.head_bytes);
   for (size_t layer = group.boundary_bytes.size(); layer-- > 0;) {
     const Bytes before = moments.before_gradient_bytes[layer];
     const Bytes after = moments.after_gradient_bytes[layer];
@@ -145,7 +146,8 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     for (size_t i = 0; i < order.size(); ++i) position[static_cast<size_t>(order[i])] = i;
   }
   Bytes positive_nets = 0, design_best = 0, plain_best = 0, sum = 0, best = 0;
-  // A known order: what the others hold while g runs, with and without their waiting bytes.
+  // A known order: what the others hold while g runs, with and without their
+  // waiting bytes.
   auto held_by_others = [&](size_t g, bool waiting) {
     Bytes held = 0;
     for (size_t h = 0; h < groups.size(); ++h) {
@@ -157,15 +159,26 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     }
     return held;
   };
+  // ... or, if more, while g's forward ran: the groups forwarded before it
+  // wait, none has run, and those forwarded after it have made none of the
+  // boundaries the floor charges them (pricing.h).
+  Bytes forwarded_waiting = 0, not_forwarded = 0;
+  for (const GroupExcess& e : excess) not_forwarded += e.pending_total - e.net;  // their boundaries
+  auto known_order = [&](size_t g, bool waiting) {
+    const GroupExcess& e = excess[g];
+    return std::max(e.extra + held_by_others(g, waiting),
+                    e.forward_extra + (waiting ? forwarded_waiting : 0) - not_forwarded);
+  };
   for (size_t g = 0; g < groups.size(); ++g) {
     const GroupExcess& e = excess[g];
     if (groups[g].slot && e.pending_total > 0) terms.slots.push_back(*groups[g].slot);
     terms.retained += e.pending_total - e.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, e.net);
     const Bytes m = std::max(positive_net, groups[g].waiting_bytes);
+    not_forwarded -= e.pending_total - e.net;
     // Worst order: the others' sum is added once below, so each g's own part
     // is its extra less what it would hold itself. Known order: the whole.
-    const Bytes own = position.empty() ? e.extra - m : e.extra + held_by_others(g, true);
+    const Bytes own = position.empty() ? e.extra - m : known_order(g, true);
     if (terms.adapter.peak_group < 0 || own > best) {
       best = own;
       terms.adapter.peak_group = static_cast<int>(g);
@@ -176,10 +189,11 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     sum += m;
     const Bytes design_own =
         position.empty() ? e.design_extra - positive_net : e.design_extra + held_by_others(g, false);
-    const Bytes plain_own = position.empty() ? e.extra - positive_net : e.extra + held_by_others(g, false);
+    const Bytes plain_own = position.empty() ? e.extra - positive_net : known_order(g, false);
     design_best = g == 0 ? design_own : std::max(design_best, design_own);
     plain_best = g == 0 ? plain_own : std::max(plain_best, plain_own);
     positive_nets += positive_net;
+    forwarded_waiting += groups[g].waiting_bytes;
   }
   const bool any = terms.adapter.peak_group >= 0;
   const Bytes others = position.empty() ? sum : 0;

@@ -27,9 +27,11 @@ constexpr double kMaxSafetyFactor = 64.0;
 // layers, what the head and loss still hold). The design's sum of maxima is
 // the special case where every entry is output + workspace + input_gradient.
 struct Moments {
-  Bytes head_bytes = 0;                      // while the head's backward runs
+  Bytes head_bytes = 0;                      // while the head's forward or backward runs
   std::vector<Bytes> before_gradient_bytes;  // [0..L-1]: layer i, before its gradients are made
   std::vector<Bytes> after_gradient_bytes;   // [0..L-1]: layer i, once they are
+  // While the group's forward runs (<= head_bytes); absent: head_bytes.
+  std::optional<Bytes> forward_bytes;
 };
 
 // One gradient group: the part of a forward that trains one slot (adapter).
@@ -102,6 +104,10 @@ struct GroupExcess {
   Bytes design_extra = 0;
   Moment moment = Moment::kNone;
   Bytes moment_bytes = 0;  // the moment's own bytes at the peak
+  // Excess while this group's forward ran, before any backward: with moments,
+  // its forward's bytes beside all its boundaries and no gradient (<= extra);
+  // without, 0 (the forward's own terms charge its forward).
+  Bytes forward_extra = 0;
 };
 
 // One pass over the layers, from the top (backward order). On ties the peak layer
@@ -145,6 +151,12 @@ struct AdapterTerm {
 // less than its boundaries (net_h < 0) is not counted on to have freed them:
 // a trainer's group may keep a boundary alive past its backward; with
 // `runs_free_boundaries` (Forward::runs_free_boundaries) it is, net_h as it is.
+// Every group's forward runs before any backward, in the groups' order: while
+// g's forward runs, the groups before it wait, none has run, and those after
+// it hold none of their boundaries yet, so each g is also charged
+// forward_extra_g + sum_{h < g} waiting_h - sum_{h > g} b_h (GroupExcess). A known
+// order that runs some of g's forwarded predecessors before g can fall below
+// it; the worst order never does (forward_extra_g <= extra_g).
 AdapterTerm adapter_term(const std::vector<Group>& groups, Bytes overlap = 0,
                          const std::vector<int32_t>& backward_order = {}, bool runs_free_boundaries = false);
 

@@ -28,6 +28,12 @@
 //    nothing; a group whose slot is null trains nothing;
 //  - a group's waiting bytes are held from the start until its backward
 //    begins, and released then, before its first observation;
+//  - in a wave of one forward, every group's forward runs before any
+//    backward, in the groups' order: while g's forward runs, the groups before
+//    it hold their waiting bytes and those after it none of their boundaries
+//    yet; g itself is observed once with all its boundaries and its forward's
+//    bytes (moments: forward, else head), or nothing else (no moments: the
+//    forward's own terms charge the rest);
 //  - groups of one forward run one after another in any order;
 //  - split children whose trained slot sets are equal share their gradient
 //    tensors (keyed by slot and parameter) and run one after another in any
@@ -60,6 +66,7 @@ struct Tensor {
 
 struct Moments {
   std::int64_t head = 0;
+  std::optional<std::int64_t> forward;  // <= head; absent: head
   std::vector<std::int64_t> before;  // per layer
   std::vector<std::int64_t> after;
 };
@@ -123,6 +130,7 @@ class Simulation {
     excess_at_ = &excess_at;
     std::vector<int> child_order = forwards_;
     std::sort(child_order.begin(), child_order.end());
+    if (wave_.forwards.size() == 1) simulate_forwards(wave_.forwards[0]);
     do {
       group_orders_.assign(child_order.size(), {});
       enumerate_group_orders(child_order, 0);
@@ -188,6 +196,21 @@ class Simulation {
         // After the group: not a location a price names.
         observe(f, g, -2, wave_.forwards.size() > 1 ? live : live - forward.workspace);
       }
+    }
+  }
+
+  // The groups' forwards, before any backward. Observed at (0, g, -3): not a
+  // location a price names.
+  void simulate_forwards(const Forward& forward) {
+    std::int64_t live = 0;
+    for (const Group& group : forward.groups)
+      for (std::int64_t b : group.boundary) live -= b;
+    for (size_t g = 0; g < forward.groups.size(); ++g) {
+      const Group& group = forward.groups[g];
+      for (std::int64_t b : group.boundary) live += b;
+      const std::int64_t own = group.moments ? group.moments->forward.value_or(group.moments->head) : 0;
+      observe(0, static_cast<int>(g), -3, live + own);
+      live += group.waiting;
     }
   }
 

@@ -57,6 +57,30 @@ Calibration two_layers() {
   return c;
 }
 
+// In a known order a group that runs after another is also priced at its
+// forward, which ran while the other waited (docs/pricing.md, "A known
+// backward order").
+TEST(Predict, AKnownOrderPricesEachGroupsForwardWithThoseBeforeItWaiting) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  c.moments->head = moment(0, 80);
+  c.waiting = line(0, 13);
+  WaveRequest r;
+  r.groups = {{16, {}, "a"}, {48, {}, "b"}};
+  r.backward_order = {0, 1};
+  // b runs after a, whose net (200 of gradients less 320 of boundaries) is
+  // not counted below the floor: b's worst moment is its head's, 80 x 48.
+  // But b's forward ran while a waited (13 x 16): with no forward measured,
+  // at the head's moment, which holds the forward too.
+  EXPECT_EQ(predict(c, r).price.raw_bytes, 320 + 960 + 80 * 48 + 13 * 16);
+  // A measured forward of 50 bytes a token: below b's run after a.
+  c.forward_moment = line(0, 50);
+  EXPECT_EQ(predict(c, r).price.raw_bytes, 320 + 960 + 80 * 48);
+  // Of 90 a token, capped at the head's moment: the forward again.
+  c.forward_moment = line(0, 90);
+  EXPECT_EQ(predict(c, r).price.raw_bytes, 320 + 960 + 80 * 48 + 13 * 16);
+}
+
 TEST(Predict, GroupsOfTheirOwnSizesInTheWorstOrder) {
   Calibration c = two_layers();
   c.adapter_gradient_bytes["b"] = {100, 100};

@@ -117,6 +117,7 @@ inline Case random_case(std::mt19937_64& rng, const Shape& shape) {
           m.before.push_back(random_bytes(rng));
           m.after.push_back(random_bytes(rng));
         }
+        if (chance(rng, 50)) m.forward = std::uniform_int_distribution<std::int64_t>(0, m.head)(rng);
       }
       if (children == 1 && chance(rng, shape.waiting_percent)) group.waiting = random_bytes(rng) * layers;
     }
@@ -133,6 +134,7 @@ inline Json group_json(const oracle::Group& group, bool as_parameters) {
     out["moments"] = {{"head_bytes", group.moments->head},
                       {"before_gradient_bytes", group.moments->before},
                       {"after_gradient_bytes", group.moments->after}};
+    if (group.moments->forward) out["moments"]["forward_bytes"] = *group.moments->forward;
   }
   if (!group.slot) return out;  // trains nothing: no gradient fields needed
   if (as_parameters) {

@@ -3,6 +3,7 @@
 // JSON input path (so parameter metadata goes through the estimator's derivation).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -133,6 +134,17 @@ TEST(PricingProperty, OneForwardMatchesBruteForceInEveryOrder) {
   EXPECT_GT(coverage.net_over_waiting, 50);
 }
 
+// Whether some group's forward (the oracle's layer -3) holds more than every
+// moment of every backward the oracle ran.
+bool forward_sets_the_worst(const oracle::Result& result) {
+  std::int64_t forward = INT64_MIN, backward = INT64_MIN;
+  for (const auto& [at, bytes] : result.excess_at) {
+    std::int64_t& worst = std::get<2>(at) == -3 ? forward : backward;
+    worst = std::max(worst, bytes);
+  }
+  return forward > backward;
+}
+
 // A known backward order prices that order: at or above what the brute
 // force simulates for it (a group that ran is charged its net only when it
 // holds more than the floor: a run that left less than its boundaries is not
@@ -143,7 +155,7 @@ TEST(PricingProperty, AKnownBackwardOrderMatchesBruteForceAndNeverPassesTheWorst
   Coverage coverage;
   Shape shape;
   shape.max_groups = 6;
-  int below_worst = 0, exact = 0;
+  int below_worst = 0, exact = 0, forward_exact = 0;
   for (int i = 0; i < 1500; ++i) {
     Case c = testing::random_case(rng, shape);
     if (c.wave.forwards.size() != 1 || c.wave.forwards[0].groups.size() < 2) continue;
@@ -159,10 +171,12 @@ TEST(PricingProperty, AKnownBackwardOrderMatchesBruteForceAndNeverPassesTheWorst
     ASSERT_LE(known.raw_bytes, worst.raw_bytes) << testing::plan_json(c).dump();
     below_worst += known.raw_bytes < worst.raw_bytes;
     exact += known.raw_bytes == want.raw;
+    forward_exact += known.raw_bytes == want.raw && forward_sets_the_worst(want);
   }
   EXPECT_GT(coverage.cases, 500);
-  EXPECT_GT(below_worst, 100);  // the order mattered in many cases
-  EXPECT_GT(exact, 300);        // and was priced to the byte in many
+  EXPECT_GT(below_worst, 100);   // the order mattered in many cases
+  EXPECT_GT(exact, 300);         // and was priced to the byte in many
+  EXPECT_GT(forward_exact, 20);  // some of them at a group's forward
 }
 
 // Where runs free their boundaries (a calibration measured it), a known order
@@ -172,7 +186,7 @@ TEST(PricingProperty, AKnownOrderWhoseRunsFreeTheirBoundariesIsTheBruteForcesPri
   std::mt19937_64 rng(20261203);
   Shape shape;
   shape.max_groups = 6;
-  int cases = 0, exact = 0, credited = 0;
+  int cases = 0, exact = 0, credited = 0, in_forward = 0;
   for (int i = 0; i < 1500; ++i) {
     Case c = testing::random_case(rng, shape);
     if (c.wave.forwards.size() != 1 || c.wave.forwards[0].groups.size() < 2) continue;
@@ -190,10 +204,12 @@ TEST(PricingProperty, AKnownOrderWhoseRunsFreeTheirBoundariesIsTheBruteForcesPri
     ASSERT_LE(freed.raw_bytes, kept.raw_bytes) << plan.dump();
     exact += freed.raw_bytes == want.raw;
     credited += freed.raw_bytes < kept.raw_bytes;
+    in_forward += forward_sets_the_worst(want);
   }
   EXPECT_GT(cases, 500);
-  EXPECT_GT(credited, 100);  // the credit mattered in many cases
-  EXPECT_EQ(exact, cases);   // and the price is the brute force's in every one
+  EXPECT_GT(credited, 100);   // the credit mattered in many cases
+  EXPECT_GT(in_forward, 20);  // a group's forward set the price in some
+  EXPECT_EQ(exact, cases);    // and the price is the brute force's in every one
 }
 
 // The worked case: a runs first and leaves 180 bytes less than its
