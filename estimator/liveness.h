@@ -102,9 +102,11 @@ struct WaveLiveness {
   // own gradients are made, and the most of (that + its gradients made so
   // far) once they are, less its gradients. -1: the moment was not seen.
   int64_t moment_head_bytes = -1;
-  // The most of the same terms while the forward ran (before the backward
-  // began; of a run, its own group's forward): part of the head's moment,
-  // which also holds the head's backward. -1: not seen.
+  // Of a run, the most of the same terms its group's forward held (part of
+  // its head's moment, which also holds the head's backward). -1: not seen
+  // (a wave of one group, the group forwarded last, forwards that do not
+  // cut into groups: the first run's head backward, before the first
+  // layer's, cannot be told from the last forward).
   int64_t moment_forward_bytes = -1;
   std::vector<int64_t> moment_before_gradient_bytes;
   std::vector<int64_t> moment_after_gradient_bytes;

@@ -154,7 +154,6 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
     const int64_t rest =
         at(Category::kWorkspace) + at(Category::kInputGradient) + at(Category::kOutput) + at(Category::kForwardScratch);
     moments.on_step(s, rest, at(Category::kWorkspace));
-    if (s.ordinal < backward_start) w->moment_forward_bytes = std::max(w->moment_forward_bytes, rest);
     if (s.category == Category::kOutput && s.ordinal < backward_start && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
     if (s.delta < 0) continue;
@@ -367,8 +366,11 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
     add_layer_terms(own[k], layers, &r);
     sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
-    // Its own forward, not its head's backward (run k > 0 swept from its first layer work).
-    r.moment_forward_bytes = most_rest_live(own[k], 0, cuts.start[0]);
+    // Its own forward: what its allocations held before the backward. Not
+    // of the group forwarded last: the first run's head backward (before
+    // the first layer's, where the backward is seen to begin) follows its
+    // forward, and its allocations fall in that forward's segment.
+    if (!segments.empty() && g + 1 < groups) r.moment_forward_bytes = most_rest_live(own[k], 0, cuts.start[0]);
   }
   w->runs_free_boundaries = each_run_frees_its_own_boundaries(own, segments, backward_start, run_of_group) ? 1 : 0;
   w->runs = std::move(runs);

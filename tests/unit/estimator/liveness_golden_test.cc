@@ -588,6 +588,11 @@ TEST(LivenessGolden, EachGroupsRunHoldsWhatAWaveOfOneGroupOfItsSizeHolds) {
     EXPECT_EQ(a.head_saved_bytes, alone10.head_saved_bytes);
     EXPECT_EQ(a.moment_head_bytes, alone10.moment_head_bytes);
     EXPECT_EQ(b.head_saved_bytes, 260u);
+    // a's forward: X2, L and G live together (10 x 23), whichever ran
+    // first. b's, forwarded last, is not measured: the first run's head
+    // backward would fall in its segment.
+    EXPECT_EQ(a.moment_forward_bytes, 230);
+    EXPECT_EQ(b.moment_forward_bytes, -1);
   }
 }
 
