@@ -252,6 +252,9 @@ TEST(PricingPlan, RefusesBadMoments) {
   expect_refused(with_groups(group + R"("moments": {"head_bytes": 1, "before_gradient_bytes": [1, 2],
                  "after_gradient_bytes": [1, 2], "tail": 3}})"),
                  "groups[0].moments.tail", "unknown field");
+  expect_refused(with_groups(group + R"("moments": {"head_bytes": 1, "forward_bytes": 2,
+                 "before_gradient_bytes": [1, 2], "after_gradient_bytes": [1, 2]}})"),
+                 "groups[0].moments.forward_bytes", "at most head_bytes");
   const std::string split = R"({"safety_factor": 1.1, "transient_bytes": 0, "profiled": false, "children": [
       {"groups": [)" + group +
                             kMoments + R"(}]}, {"groups": [)" + kGood + "]}]}";
