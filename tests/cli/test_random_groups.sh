@@ -22,6 +22,9 @@ groups=$?
 # deterministic).
 tools/accuracy-recheck --builds "$BUILD $BUILD" "$TMP" >"$TMP/recheck" 2>/dev/null
 rechecked=$?
+# Calibrated afresh by the same build (--recalibrate), the same rows.
+tools/accuracy-recheck --recalibrate --builds "$BUILD" "$TMP" >"$TMP/recalibrated" 2>&1
+recalibrated=$?
 expect '[ $groups -eq 0 ]' "tools/accuracy-groups exited $groups"
 expect '[ $rechecked -eq 0 ]' "tools/accuracy-recheck exited $rechecked: $(cat "$TMP/recheck")"
 for pair in "groups cal.json" "single single.json"; do
@@ -33,6 +36,9 @@ for pair in "groups cal.json" "single single.json"; do
   unlike=$(awk -v m="$table_max" '$4 != 12 || $5 != 0 || $8 != m || $9 != 0' <<<"$rows")
   expect '[ "$(wc -l <<<"$rows")" = 2 ] && [ -z "$unlike" ]' \
     "recheck of $file differs from the table (max $table_max): $rows"
+  again=$(awk -v f="$file" '$2 == f' "$TMP/recalibrated")
+  expect '[ $recalibrated -eq 0 ] && [ -n "$again" ] && [ "$again" = "$(head -n 1 <<<"$rows")" ]' \
+    "recalibrated $file differs from the stored calibration's row: ${again:-$(cat "$TMP/recalibrated")}"
 done
 expect '! grep -q "group sizes; at the others" "$TMP/seed-5/calibrate-groups.log"' \
   "calibrate noted a group size that never waited: $(grep note "$TMP/seed-5/calibrate-groups.log")"
