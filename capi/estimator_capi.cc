@@ -140,6 +140,7 @@ int32_t moment_code(psc::pricing::Moment moment) {
     case psc::pricing::Moment::kHead: return PSC_MOMENT_HEAD;
     case psc::pricing::Moment::kBeforeGradient: return PSC_MOMENT_BEFORE_GRADIENT;
     case psc::pricing::Moment::kAfterGradient: return PSC_MOMENT_AFTER_GRADIENT;
+    case psc::pricing::Moment::kForward: return PSC_MOMENT_FORWARD;
     case psc::pricing::Moment::kNone: break;
   }
   return PSC_MOMENT_NONE;

@@ -56,6 +56,7 @@ struct CheckOptions {
 std::string priced_peak(const pricing::Price& p) {
   std::string where = p.peak.layer >= 0 ? fmt::format("layer.{}", p.peak.layer) : std::string("head");
   if (p.peak.group < 0) return "-";
+  if (p.peak.moment == pricing::Moment::kForward) return "forward";
   if (p.peak.moment != pricing::Moment::kNone) where += std::string(" ") + pricing::moment_name(p.peak.moment);
   return where;
 }

@@ -32,6 +32,8 @@ int64_t measured_moment(const WaveLiveness& w, const pricing::PeakLocation& peak
   const size_t layer = static_cast<size_t>(std::max(0, peak.layer));
   switch (peak.moment) {
     case pricing::Moment::kHead: return w.moment_head_bytes;
+    // Not measured of the group forwarded last: its head's moment holds it.
+    case pricing::Moment::kForward: return w.moment_forward_bytes >= 0 ? w.moment_forward_bytes : w.moment_head_bytes;
     case pricing::Moment::kBeforeGradient:
       return layer < w.moment_before_gradient_bytes.size() ? w.moment_before_gradient_bytes[layer] : -1;
     case pricing::Moment::kAfterGradient:

@@ -366,11 +366,11 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
     add_layer_terms(own[k], layers, &r);
     sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
-    // Its own forward: what its allocations held before the backward. Not
-    // of the group forwarded last: the first run's head backward (before
-    // the first layer's, where the backward is seen to begin) follows its
-    // forward, and its allocations fall in that forward's segment.
-    if (!segments.empty() && g + 1 < groups) r.moment_forward_bytes = most_rest_live(own[k], 0, cuts.start[0]);
+    // Its own forward: what its allocations held until the next group's
+    // forward began. Not of the group forwarded last: the first run's head
+    // backward (before the first layer's, where the backward is seen to
+    // begin) follows its forward, and its allocations fall in that segment.
+    if (!segments.empty() && g + 1 < groups) r.moment_forward_bytes = most_rest_live(own[k], 0, segments[g + 1]);
   }
   w->runs_free_boundaries = each_run_frees_its_own_boundaries(own, segments, backward_start, run_of_group) ? 1 : 0;
   w->runs = std::move(runs);

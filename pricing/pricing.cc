@@ -14,6 +14,7 @@ const char* moment_name(Moment moment) {
     case Moment::kHead: return "head";
     case Moment::kBeforeGradient: return "before_gradient";
     case Moment::kAfterGradient: return "after_gradient";
+    case Moment::kForward: return "forward";
     case Moment::kNone: break;
   }
   return "none";
@@ -164,10 +165,12 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
   // boundaries the floor charges them (pricing.h).
   Bytes forwarded_waiting = 0, not_forwarded = 0;
   for (const GroupExcess& e : excess) not_forwarded += e.pending_total - e.net;  // their boundaries
+  // The larger, and whether it is the forward's.
   auto known_order = [&](size_t g, bool waiting) {
     const GroupExcess& e = excess[g];
-    return std::max(e.extra + held_by_others(g, waiting),
-                    e.forward_extra + (waiting ? forwarded_waiting : 0) - not_forwarded);
+    const Bytes backward = e.extra + held_by_others(g, waiting);
+    const Bytes forward = e.forward_extra + (waiting ? forwarded_waiting : 0) - not_forwarded;
+    return std::pair{std::max(backward, forward), forward > backward};
   };
   for (size_t g = 0; g < groups.size(); ++g) {
     const GroupExcess& e = excess[g];
@@ -178,18 +181,19 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     not_forwarded -= e.pending_total - e.net;
     // Worst order: the others' sum is added once below, so each g's own part
     // is its extra less what it would hold itself. Known order: the whole.
-    const Bytes own = position.empty() ? e.extra - m : known_order(g, true);
+    const auto [own, in_forward] = position.empty() ? std::pair{e.extra - m, false} : known_order(g, true);
     if (terms.adapter.peak_group < 0 || own > best) {
       best = own;
       terms.adapter.peak_group = static_cast<int>(g);
-      terms.adapter.peak_layer = e.peak_layer;
-      terms.adapter.moment = e.moment;
-      terms.adapter.moment_bytes = e.moment_bytes;
+      // A forward's peak is named by the group alone: its layer is not measured.
+      terms.adapter.peak_layer = in_forward ? -1 : e.peak_layer;
+      terms.adapter.moment = in_forward ? Moment::kForward : e.moment;
+      terms.adapter.moment_bytes = in_forward ? e.forward_extra : e.moment_bytes;
     }
     sum += m;
     const Bytes design_own =
         position.empty() ? e.design_extra - positive_net : e.design_extra + held_by_others(g, false);
-    const Bytes plain_own = position.empty() ? e.extra - positive_net : known_order(g, false);
+    const Bytes plain_own = position.empty() ? e.extra - positive_net : known_order(g, false).first;
     design_best = g == 0 ? design_own : std::max(design_best, design_own);
     plain_best = g == 0 ? plain_own : std::max(plain_best, plain_own);
     positive_nets += positive_net;

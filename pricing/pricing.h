@@ -88,8 +88,9 @@ struct Plan {
   std::vector<Forward> forwards;
 };
 
-// Which moment of a group's backward holds its worst excess.
-enum class Moment : std::uint8_t { kNone, kHead, kBeforeGradient, kAfterGradient };
+// Which moment of a group's backward holds its worst excess; kForward: the
+// group's forward, in a known order (adapter_term).
+enum class Moment : std::uint8_t { kNone, kHead, kBeforeGradient, kAfterGradient, kForward };
 const char* moment_name(Moment moment);
 
 // One group's excess over the floor (the floor holds every boundary of every group).

@@ -36,6 +36,7 @@ extern "C" {
 #define PSC_MOMENT_HEAD 1
 #define PSC_MOMENT_BEFORE_GRADIENT 2
 #define PSC_MOMENT_AFTER_GRADIENT 3
+#define PSC_MOMENT_FORWARD 4 /* the peak group's forward, in a known backward order */
 
 /* psc_price.extrapolated: flags. */
 #define PSC_EXTRAPOLATED_OUTSIDE 1   /* a term priced outside the sizes it was calibrated on */

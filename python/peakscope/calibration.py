@@ -33,7 +33,7 @@ PSC_OK = 0
 PSC_BAD_INPUT = 2
 EXTRAPOLATED_OUTSIDE = 1
 EXTRAPOLATED_FEW_SIZES = 2
-MOMENTS = (None, "head", "before_gradient", "after_gradient")  # psc_price.peak_moment, estimator's moment_name
+MOMENTS = (None, "head", "before_gradient", "after_gradient", "forward")  # psc_price.peak_moment, estimator's moment_name
 COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "transient")
 MESSAGE_BYTES = 4096
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -63,7 +63,7 @@ class Price:
     required_bytes: int   # raw_bytes x the calibration's safety factor
     components: dict      # output, retained, workspace, input_gradient, adapter_gradient, moment, waiting, transient
     peak_layer: int       # the layer whose recompute holds the peak; -1: none, or the head
-    peak_moment: str      # "head", "before_gradient", "after_gradient", or None
+    peak_moment: str      # "head", "before_gradient", "after_gradient", "forward", or None
     warnings: list        # one line per kind of extrapolation
     extrapolated: bool    # some term priced outside its calibrated sizes, or from fewer than 3
 

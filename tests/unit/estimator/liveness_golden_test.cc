@@ -478,7 +478,7 @@ TEST(LivenessGolden, SplitBufferedGradientsArePendingNotWorkspace) {
 // keep_embedding: the first group to run leaves its first boundary (E) to the
 // last run's layer 0, as when a trainer holds it past the group's backward.
 void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, const std::string& order, bool listed,
-                bool keep_embedding = false) {
+                bool keep_embedding = false, bool head_backward = false) {
   const std::string groups = listed
                                  ? "[{\"tokens\": " + std::to_string(ta) +
                                        ", \"slot\": \"a\"}, {\"tokens\": " + std::to_string(tb) + ", \"slot\": \"b\"}]"
@@ -511,12 +511,18 @@ void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, cons
   for (char g : order) {
     const uint64_t t = tokens(g);
     const uint64_t gradient = g == 'a' ? 0x3000 : 0x3100;
+    if (head_backward) {  // the gradient the head sends down, 30t, until layer 1's backward
+      s.push(kMain, "head/lm_head");
+      s.alloc(kMain, at(g, 11), 30 * t);
+      s.pop(kMain);
+    }
     s.push(kMain, "recompute/layer.1");
     s.alloc(kMain, at(g, 7), 4 * t);  // W1
     s.pop(kMain);
     s.push(kMain, "backward/layer.1");
     s.alloc(kMain, gradient + 1, kGradient);
     s.alloc(kMain, at(g, 8), 10 * t);  // IG1
+    if (head_backward) s.free(kMain, at(g, 11));
     s.free(kMain, at(g, 7));
     s.free(kMain, at(g, 3));
     s.free(kMain, at(g, 6));
@@ -544,13 +550,13 @@ void two_groups(SyntheticTrace& s, uint64_t base, uint64_t ta, uint64_t tb, cons
 
 // Waves of two groups, each pair (ta, tb) in both orders.
 void write_two_groups(const std::string& path, const std::vector<std::pair<uint64_t, uint64_t>>& sizes,
-                      bool listed = true, bool keep_embedding = false) {
+                      bool listed = true, bool keep_embedding = false, bool head_backward = false) {
   SyntheticTrace s(path);
   s.alloc(kMain, 0x1000, kWeights);
   uint64_t base = 0x10000;
   for (const auto& [ta, tb] : sizes)
     for (const char* order : {"ab", "ba"}) {
-      two_groups(s, base, ta, tb, order, listed, keep_embedding);
+      two_groups(s, base, ta, tb, order, listed, keep_embedding, head_backward);
       base += 0x10000;
     }
   s.close();
@@ -592,6 +598,30 @@ TEST(LivenessGolden, EachGroupsRunHoldsWhatAWaveOfOneGroupOfItsSizeHolds) {
     // first. b's, forwarded last, is not measured: the first run's head
     // backward would fall in its segment.
     EXPECT_EQ(a.moment_forward_bytes, 230);
+    EXPECT_EQ(b.moment_forward_bytes, -1);
+  }
+}
+
+// A group's forward is what its own allocations held until the next
+// group's forward began: not its head's backward, which the head moment
+// holds (the first run's begins before the backward is seen to, at the
+// first layer). The group forwarded last is not measured: the first run's
+// head backward falls in its segment.
+TEST(LivenessGolden, EachGroupsForwardIsMeasuredWithoutItsHeadsBackward) {
+  TempTrace two("g2h");
+  write_two_groups(two.path, {{10, 20}}, true, false, true);
+  const Liveness l = analyze_liveness(two.path);
+  ASSERT_EQ(l.waves.size(), 2u);
+  for (const WaveLiveness& w : l.waves) {
+    ASSERT_EQ(w.runs.size(), 2u);
+    const bool a_first = w.backward_order == std::vector<int32_t>{0, 1};
+    const WaveLiveness& a = w.runs[a_first ? 0 : 1];
+    const WaveLiveness& b = w.runs[a_first ? 1 : 0];
+    // X2, the logits and G together (23 x 10), in either order. Run first,
+    // its head moment holds its head's backward too: the 30t it sends down
+    // beside G, live into the backward (400).
+    EXPECT_EQ(a.moment_forward_bytes, 230) << (a_first ? "a first" : "b first");
+    if (a_first) EXPECT_EQ(a.moment_head_bytes, 400);
     EXPECT_EQ(b.moment_forward_bytes, -1);
   }
 }

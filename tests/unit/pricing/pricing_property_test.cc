@@ -170,8 +170,16 @@ TEST(PricingProperty, AKnownBackwardOrderMatchesBruteForceAndNeverPassesTheWorst
     ASSERT_GE(known.raw_bytes, want.raw) << testing::plan_json(c).dump();
     ASSERT_LE(known.raw_bytes, worst.raw_bytes) << testing::plan_json(c).dump();
     below_worst += known.raw_bytes < worst.raw_bytes;
-    exact += known.raw_bytes == want.raw;
-    forward_exact += known.raw_bytes == want.raw && forward_sets_the_worst(want);
+    if (known.raw_bytes != want.raw) continue;
+    ++exact;
+    // A price set by a group's forward names it, and the oracle's forward of
+    // that group (its layer -3) reaches the worst.
+    if (known.peak.moment != Moment::kForward) continue;
+    const auto at = want.excess_at.find({known.peak.forward, known.peak.group, -3});
+    ASSERT_NE(at, want.excess_at.end()) << testing::plan_json(c).dump();
+    ASSERT_EQ(at->second, want.adapter) << testing::plan_json(c).dump();
+    ASSERT_EQ(known.peak.layer, -1);
+    ++forward_exact;
   }
   EXPECT_GT(coverage.cases, 500);
   EXPECT_GT(below_worst, 100);   // the order mattered in many cases
@@ -205,6 +213,8 @@ TEST(PricingProperty, AKnownOrderWhoseRunsFreeTheirBoundariesIsTheBruteForcesPri
     exact += freed.raw_bytes == want.raw;
     credited += freed.raw_bytes < kept.raw_bytes;
     in_forward += forward_sets_the_worst(want);
+    // Exact in every case: the forward is named where it sets the price.
+    if (forward_sets_the_worst(want)) ASSERT_EQ(freed.peak.moment, Moment::kForward) << plan.dump();
   }
   EXPECT_GT(cases, 500);
   EXPECT_GT(credited, 100);   // the credit mattered in many cases
