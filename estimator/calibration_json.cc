@@ -328,8 +328,7 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.output = term_from_json(field(j, "output", where), where + ".output");
   c.head_saved = term_from_json(field(j, "head_saved", where), where + ".head_saved");
   if (j.contains("waiting")) c.waiting = term_from_json(j["waiting"], where + ".waiting");
-  if (j.contains("forward_moment"))
-    c.forward_moment = term_from_json(j["forward_moment"], where + ".forward_moment");
+  if (j.contains("forward_moment")) c.forward_moment = term_from_json(j["forward_moment"], where + ".forward_moment");
   if (j.contains("runs_free_boundaries")) {
     const Json& frees = j["runs_free_boundaries"];
     if (!frees.is_boolean()) throw CalibrationError(where + ".runs_free_boundaries: must be true or false");

@@ -67,7 +67,7 @@ struct Tensor {
 struct Moments {
   std::int64_t head = 0;
   std::optional<std::int64_t> forward;  // <= head; absent: head
-  std::vector<std::int64_t> before;  // per layer
+  std::vector<std::int64_t> before;     // per layer
   std::vector<std::int64_t> after;
 };
 
