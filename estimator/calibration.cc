@@ -352,10 +352,11 @@ uint64_t MomentFit::bytes_at(WaveSize size, bool extrapolated) const {
   // The events share their calibration sizes: one extrapolation test and one
   // priced size for all. ceil(max(v, 0)) + margin of each, taken as one ceil
   // of the largest max(v, 0) + margin (margins are whole bytes).
+  const WaveSize asked = size;
   size = events.front().priced_size(size);
   double top = 0;
   for (const GrowthTerm& t : events) {
-    double v = std::max(t.line(size), t.chord(size));
+    double v = std::max({t.line(size), t.chord(size), t.with_long_sequence(asked)});
     if (extrapolated) v = std::max(v, t.beyond.at(size));
     top = std::max(top, std::max(v, 0.0) + static_cast<double>(t.margin_bytes));
   }

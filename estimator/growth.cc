@@ -462,6 +462,16 @@ double GrowthTerm::chord(WaveSize size) const {
   return between_knots(knots, size.tokens);
 }
 
+double GrowthTerm::with_long_sequence(WaveSize size) const {
+  if (knots.size() < 2 || size.sequences <= 1) return 0;
+  const auto longest = static_cast<int64_t>(std::ceil(std::sqrt(size.longest_square) - 1e-9));
+  if (longest <= knots.front().tokens || longest > knots.back().tokens) return 0;
+  const double excess = between_knots(knots, longest) - line(unpacked(longest));
+  if (excess <= 0) return 0;
+  size.square_tokens = floored_squares(size);
+  return line(size) + excess;
+}
+
 std::vector<std::string> GrowthTerm::outside_features(WaveSize size) const { return feature_names(outside_mask(size)); }
 
 std::vector<std::string> GrowthTerm::feature_names(uint8_t mask) {
@@ -477,8 +487,9 @@ std::vector<std::string> GrowthTerm::feature_names(uint8_t mask) {
 }
 
 uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
+  const double long_sequence = with_long_sequence(size);
   size = priced_size(size);
-  double v = std::ceil(std::max(line(size), chord(size)));
+  double v = std::ceil(std::max({line(size), chord(size), long_sequence}));
   if (extrapolated) v = std::max(v, std::ceil(beyond.at(size)));
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
 }

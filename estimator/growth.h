@@ -128,6 +128,15 @@ struct GrowthTerm {
   // The chord through the knots on either side of a wave of one sequence
   // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
   double chord(WaveSize size) const;
+  // A packed wave whose longest sequence lies inside the knots' tokens (a
+  // packed calibration's waves of one sequence): the plane's price of its
+  // packing (squares floored, not charged twice) plus what one sequence of
+  // that length measured above the plane (the chord less the plane there).
+  // The plane, fitted on packings and the shortest single sequence, holds a
+  // long sequence's squares at the packings' rate, which one long sequence
+  // among short ones outgrows (docs/pricing.md). An allowance measured on
+  // held-out models, not a bound; 0 where it does not apply.
+  double with_long_sequence(WaveSize size) const;
   // Packed calibrations: the lower convex hull of the calibration sizes in
   // (tokens, squares), in token order (empty otherwise). A packed wave of
   // shorter sequences than calibrated (fewer squares for its tokens than

@@ -364,9 +364,17 @@ TEST(GrowthPacked, TwoSizesOfOneSequenceBoundTheOnesBetweenByTheirChord) {
   EXPECT_TRUE(term.fit() == packings.fit());
   EXPECT_GE(term.bytes_at(between.size), between.bytes);
   EXPECT_DOUBLE_EQ(term.chord(between.size), 31000 + (112000.0 - 31000) / 2);
-  // Packed waves are priced by the plane alone, as before.
+  // Packed waves whose longest sequence is shorter than the knots are priced
+  // by the plane alone, as before.
   const WaveSize packing = packed_of({70, 40, 40});
   EXPECT_EQ(term.bytes_at(packing), packings.bytes_at(packing));
+  // One long sequence among short ones, between the knots: the plane
+  // (62,200 for 150+10) falls short of the long sequence (2.8 x 150^2). What one
+  // sequence of 150 measured above the plane (the chord's 71,500 less the
+  // plane's 61,000) is charged beside the packing's plane.
+  const GrowthPoint long_among_short = truth({150, 10});
+  EXPECT_LT(packings.bytes_at(long_among_short.size), long_among_short.bytes);
+  EXPECT_EQ(term.bytes_at(long_among_short.size), 62200 + 10500 + term.margin_bytes);
 }
 
 // The hull only ever raises a price: every packed fit grows with the squares
