@@ -33,7 +33,9 @@ struct Reader {
   static uint64_t priced(const GrowthTerm& term, WaveSize size, uint8_t outside) {
     return term.bytes_at(size, term.has_beyond && (outside != 0 || term.few_sizes()));
   }
-  void note(const char* name, const GrowthTerm& term, WaveSize size) const { at(name, term, size); }
+  void note(const char* name, const GrowthTerm& term, WaveSize size) const {
+    if (extrapolation) extrapolation->note(name, term, size, term.outside_mask(size));
+  }
   uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
     const GrowthTerm* any = moment.any();
     if (!any) return 0;
@@ -133,10 +135,8 @@ uint64_t waiting_at(const Reader& r, WaveSize size) {
   const Calibration& c = r.c;
   const uint64_t bound = r.quietly(c.head_saved, size);
   const uint64_t measured = c.waiting ? r.quietly(*c.waiting, size) : UINT64_MAX;
-  if (!c.waiting || bound < measured)
-    r.note("head_saved", c.head_saved, size);
-  else
-    r.note("waiting", *c.waiting, size);
+  const bool bounded = !c.waiting || bound < measured;
+  r.note(bounded ? "head_saved" : "waiting", bounded ? c.head_saved : *c.waiting, size);
   return std::min(bound, measured);
 }
 

@@ -163,12 +163,15 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
   // ... or, if more, while g's forward ran: the groups forwarded before it
   // wait, none has run, and those forwarded after it have made none of the
   // boundaries the floor charges them (pricing.h).
-  Bytes forwarded_waiting = 0, not_forwarded = 0;
-  for (const GroupExcess& e : excess) not_forwarded += e.pending_total - e.net;  // their boundaries
+  // Both sums run with the loop below: terms.retained holds the boundaries
+  // of groups up to g, forwarded_waiting the waiting bytes of those before g.
+  Bytes forwarded_waiting = 0, all_boundaries = 0;
+  for (const GroupExcess& e : excess) all_boundaries += e.pending_total - e.net;
   // The larger, and whether it is the forward's.
   auto known_order = [&](size_t g, bool waiting) {
     const GroupExcess& e = excess[g];
     const Bytes backward = e.extra + held_by_others(g, waiting);
+    const Bytes not_forwarded = all_boundaries - terms.retained;
     const Bytes forward = e.forward_extra + (waiting ? forwarded_waiting : 0) - not_forwarded;
     return std::pair{std::max(backward, forward), forward > backward};
   };
@@ -178,7 +181,6 @@ ForwardTerms forward_terms(const std::vector<Group>& groups, Bytes overlap, bool
     terms.retained += e.pending_total - e.net;  // = sum of its boundaries
     const Bytes positive_net = std::max<Bytes>(0, e.net);
     const Bytes m = std::max(positive_net, groups[g].waiting_bytes);
-    not_forwarded -= e.pending_total - e.net;
     // Worst order: the others' sum is added once below, so each g's own part
     // is its extra less what it would hold itself. Known order: the whole.
     const auto [own, in_forward] = position.empty() ? std::pair{e.extra - m, false} : known_order(g, true);
