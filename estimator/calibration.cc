@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "estimator/event_alignment.h"
+
 namespace psc {
 namespace {
 
@@ -126,7 +128,11 @@ struct MomentSamples {
   explicit MomentSamples(size_t layers) : before(layers), after(layers), layer(layers) {}
   void add(const WaveLiveness& w, WaveSize size) {
     auto events = [&](size_t k) { return k < w.moment_events.size() ? &w.moment_events[k] : nullptr; };
-    if (w.moment_head_bytes >= 0) head.push_back({size, static_cast<uint64_t>(w.moment_head_bytes), events(0)});
+    auto allocations = [&](size_t k) {
+      return k < w.moment_event_allocations.size() ? &w.moment_event_allocations[k] : nullptr;
+    };
+    if (w.moment_head_bytes >= 0)
+      head.push_back({size, static_cast<uint64_t>(w.moment_head_bytes), events(0), -1, allocations(0)});
     for (size_t i = 0; i < before.size(); ++i) {
       const int64_t b = i < w.moment_before_gradient_bytes.size() ? w.moment_before_gradient_bytes[i] : -1;
       const int64_t a = i < w.moment_after_gradient_bytes.size() ? w.moment_after_gradient_bytes[i] : -1;
@@ -134,8 +140,7 @@ struct MomentSamples {
       if (a >= 0) after[i].push_back({size, static_cast<uint64_t>(a)});
       if (b >= 0 || a >= 0) {
         const int64_t from = i < w.moment_gradient_from.size() ? w.moment_gradient_from[i] : -1;
-        const auto* allocations = i < w.moment_event_allocations.size() ? &w.moment_event_allocations[i] : nullptr;
-        layer[i].push_back({size, static_cast<uint64_t>(std::max(a, b)), events(1 + i), from, allocations});
+        layer[i].push_back({size, static_cast<uint64_t>(std::max(a, b)), events(1 + i), from, allocations(1 + i)});
       }
     }
   }
@@ -159,24 +164,21 @@ bool bounded_by(const GrowthTerm& a, const GrowthTerm& b) {
   return b.has_beyond && below(a.beyond, b.beyond);
 }
 
-// The number of events every size's waves share: the waves with that many
-// events at each size, or nothing when some size has none such.
-MomentPoints aligned(const MomentPoints& points) {
-  std::map<size_t, std::set<std::pair<int64_t, double>>> sizes_with;  // event count -> sizes
-  std::set<std::pair<int64_t, double>> sizes;
-  for (const MomentPoint& p : points) {
-    if (!p.events || p.events->empty()) return {};
-    sizes.emplace(p.size.tokens, p.size.square_tokens);
-    sizes_with[p.events->size()].emplace(p.size.tokens, p.size.square_tokens);
-  }
-  for (auto it = sizes_with.rbegin(); it != sizes_with.rend(); ++it) {
-    if (it->second != sizes) continue;
-    MomentPoints out;
-    for (const MomentPoint& p : points)
-      if (p.events->size() == it->first) out.push_back(p);
-    return out;
-  }
-  return {};
+// The waves' events lined up (event_alignment.h): per wave, the index among
+// its own events of each event every wave shares.
+struct LinedUp {
+  MomentPoints points;
+  std::vector<EventSeries> series;
+  std::vector<std::vector<size_t>> kept;
+  size_t count() const { return kept.empty() ? 0 : kept.front().size(); }
+};
+
+LinedUp line_up(const MomentPoints& points) {
+  LinedUp out{points, {}, {}};
+  for (const MomentPoint& p : points) out.series.push_back({p.size, p.events, p.allocations, p.gradient_from});
+  out.kept = line_up_events(out.series);
+  if (out.kept.empty()) out.points.clear();
+  return out;
 }
 
 MomentFit maximum_fit(const MomentPoints& points) {
@@ -213,12 +215,24 @@ MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
   return fit;
 }
 
-bool lines_up(const MomentPoints& lined_up) { return lined_up.size() >= 2 && distinct_sizes(maxima(lined_up)) >= 2; }
+bool lines_up(const LinedUp& l) {
+  return l.points.size() >= 2 && l.count() > 0 && distinct_sizes(maxima(l.points)) >= 2;
+}
+
+// The lined-up waves' points, each with its events' values (`values`, one
+// per wave, folded onto the shared events) in place of its own.
+MomentPoints with_values(const LinedUp& l, const std::vector<std::vector<int64_t>>& values) {
+  MomentPoints out = l.points;
+  for (size_t w = 0; w < out.size(); ++w) out[w].events = &values[w];
+  return out;
+}
 
 MomentFit fit_moment(const MomentPoints& points) {
-  const MomentPoints lined_up = aligned(points);
-  if (!lines_up(lined_up)) return maximum_fit(points);
-  return events_fit(lined_up, 0, lined_up.front().events->size());
+  const LinedUp l = line_up(points);
+  if (!lines_up(l)) return maximum_fit(points);
+  std::vector<std::vector<int64_t>> values;
+  for (size_t w = 0; w < l.points.size(); ++w) values.push_back(folded(*l.points[w].events, l.kept[w]));
+  return events_fit(with_values(l, values), 0, l.count());
 }
 
 // From waves of one size: what part of `whole` is left once the gradients
@@ -247,58 +261,35 @@ MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& points) {
   return scaled;
 }
 
-// The events at which gradient waves made the layer's own gradients, the
-// same for every one of them; empty when they disagree (or none made any).
-std::vector<size_t> gradient_events(const MomentPoints& lined_up) {
-  std::optional<std::vector<size_t>> agreed;
-  for (const MomentPoint& p : lined_up) {
-    if (p.gradient_from < 0 || !p.allocations || p.allocations->size() != p.events->size()) continue;
-    std::vector<size_t> at;
-    for (size_t e = 0; e < p.allocations->size(); ++e)
-      if ((*p.allocations)[e].gradient) at.push_back(e);
-    if (agreed && *agreed != at) return {};
-    agreed = at;
-  }
-  return agreed.value_or(std::vector<size_t>{});
-}
-
-// An accumulating wave's events as a gradient wave would have them: the
-// temporary made where gradient waves make a gradient is freed soon after,
-// where the gradient stays; from its free on, count it as if it stayed.
-std::vector<int64_t> as_if_gradients_stayed(const MomentPoint& p, const std::vector<size_t>& gradient_at) {
-  std::vector<int64_t> out = *p.events;
-  if (!p.allocations || p.allocations->size() != out.size()) return out;
-  const auto& alloc = *p.allocations;
-  for (size_t e = 0; e < out.size(); ++e)
-    for (size_t g : gradient_at)
-      if (g <= e && alloc[g].end_ordinal <= alloc[e].ordinal) out[e] += static_cast<int64_t>(alloc[g].bytes);
-  return out;
-}
-
 // A layer's before- and after-gradient moments. Where the waves' events line
-// up (gradient waves' own gradients start at the same event), the events
-// before that index make the before-gradient moment and those from it on the
+// up (gradient waves' own gradients start at the same shared event), the
+// events before it make the before-gradient moment and those from it on the
 // after-gradient one, its values counting the gradients made so far; where
 // they do not, the maxima are fitted, the after-gradient one from two sizes
 // or more, scaled from the before-gradient fit from one, equal to it from none.
 std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const MomentPoints& before,
                                           const MomentPoints& after) {
-  MomentPoints lined_up = aligned(layer);
+  const LinedUp l = line_up(layer);
   std::set<int64_t> starts;
-  for (const MomentPoint& p : lined_up)
-    if (p.gradient_from >= 0) starts.insert(p.gradient_from);
-  const std::vector<size_t> gradient_at = gradient_events(lined_up);
-  std::vector<std::vector<int64_t>> adjusted;  // owns what the accumulating waves' points now show
-  adjusted.reserve(lined_up.size());
-  if (!gradient_at.empty()) {
-    for (MomentPoint& p : lined_up) {
-      if (p.gradient_from >= 0) continue;
-      adjusted.push_back(as_if_gradients_stayed(p, gradient_at));
-      p.events = &adjusted.back();
-    }
+  bool starts_shared = true;
+  for (size_t w = 0; w < l.points.size(); ++w) {
+    const int64_t from = l.points[w].gradient_from;
+    if (from < 0) continue;
+    const auto it = std::find(l.kept[w].begin(), l.kept[w].end(), static_cast<size_t>(from));
+    starts_shared = starts_shared && it != l.kept[w].end();
+    starts.insert(it - l.kept[w].begin());
   }
-  if (lines_up(lined_up) && starts.size() <= 1 && (starts.empty() || !gradient_at.empty())) {
-    const size_t count = lined_up.front().events->size();
+  const std::vector<size_t> gradient_at = gradient_events(l.series, l.kept);
+  if (lines_up(l) && starts_shared && starts.size() <= 1 && (starts.empty() || !gradient_at.empty())) {
+    std::vector<std::vector<int64_t>> values;
+    for (size_t w = 0; w < l.points.size(); ++w) {
+      const MomentPoint& p = l.points[w];
+      const bool adjust = !gradient_at.empty() && p.gradient_from < 0;
+      values.push_back(
+          folded(adjust ? as_if_gradients_stayed(l.series[w], l.kept[w], gradient_at) : *p.events, l.kept[w]));
+    }
+    const MomentPoints lined_up = with_values(l, values);
+    const size_t count = l.count();
     if (starts.empty()) {
       MomentFit whole = events_fit(lined_up, 0, count);
       MomentFit same = whole;

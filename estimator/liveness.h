@@ -114,15 +114,17 @@ struct WaveLiveness {
   // order: [0] the head, [1 + i] layer i's recompute and backward, counting
   // the layer's own gradients made so far (an accumulating wave's temporary
   // gradients are workspace: the two line up). The same program at another
-  // size makes the same sequence, so calibration can follow each event's
-  // growth rather than the maximum's, whose event changes with size.
+  // size makes the same allocations, so calibration can follow each event's
+  // growth rather than the maximum's, whose event changes with size; it
+  // lines the sizes' events up by their allocations (calibration.cc), since
+  // a program may make one of them earlier at one size than at another.
   // moment_gradient_from[i]: the first of layer i's events with its own
   // gradients made (-1: the wave made none there).
   std::vector<std::vector<int64_t>> moment_events;
   std::vector<int64_t> moment_gradient_from;
-  // Per layer, the allocation behind each event: where the wave made the
-  // layer's own gradient, an accumulating wave of another size makes a
-  // temporary of the same size at the same event, freed soon after.
+  // Indexed as moment_events, the allocation behind each event. Where the
+  // wave made a layer's own gradient, an accumulating wave of another size
+  // makes a temporary of the same size at the same event, freed soon after.
   struct EventAllocation {
     uint64_t ordinal = 0;
     uint64_t end_ordinal = UINT64_MAX;

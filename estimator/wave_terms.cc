@@ -57,7 +57,7 @@ class MomentTracker {
     w->moment_after_gradient_bytes.assign(layers, -1);
     w->moment_events.assign(1 + layers, {});
     w->moment_gradient_from.assign(layers, -1);
-    w->moment_event_allocations.assign(layers, {});
+    w->moment_event_allocations.assign(1 + layers, {});
   }
 
   // After the step is applied: `rest` is what the moment holds beside
@@ -72,7 +72,10 @@ class MomentTracker {
     with_gradient_ = std::max(with_gradient_, workspace + made_here_);
     if (s.ordinal < backward_start_ || layer_ < 0) {
       w_->moment_head_bytes = std::max(w_->moment_head_bytes, rest);
-      if (raises_rest(s)) w_->moment_events[0].push_back(rest);
+      if (raises_rest(s)) {
+        w_->moment_events[0].push_back(rest);
+        w_->moment_event_allocations[0].push_back({s.ordinal, s.end_ordinal, static_cast<uint64_t>(s.delta), false});
+      }
       return;
     }
     const size_t i = static_cast<size_t>(layer_);
@@ -87,7 +90,7 @@ class MomentTracker {
     }
     if (raises_rest(s) || own_gradient) {
       events.push_back(rest + made_here_);
-      w_->moment_event_allocations[i].push_back(
+      w_->moment_event_allocations[1 + i].push_back(
           {s.ordinal, s.end_ordinal, static_cast<uint64_t>(s.delta), own_gradient});
     }
   }

@@ -33,9 +33,11 @@ constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first exec
 // `early_free`: each layer's backward frees its workspace before it makes its
 // gradient (the workspace has shrunk by the time the gradient exists).
 // `resize`: layer 1's workspace is that many bytes larger (a data-dependent
-// shape: same range and order, another size).
+// shape: same range and order, another size). `scores`: layer 1's recompute
+// also makes (and frees) t^2 bytes, as attention scores do. `stray`: it
+// first makes and frees 8 bytes, as a library may at some sizes only.
 void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, bool early_free = false,
-          uint64_t resize = 0) {
+          uint64_t resize = 0, bool scores = false, bool stray = false) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
@@ -58,8 +60,16 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, b
   s.free(kMain, X2);
   s.pop(kMain);
   s.push(kMain, "recompute/layer.1");
+  if (stray) {
+    s.alloc(kMain, base + 12, 8);
+    s.free(kMain, base + 12);
+  }
   if (cold) s.alloc(kMain, K, kWarmUp);
   s.alloc(kMain, W1, 4 * t + resize);
+  if (scores) {
+    s.alloc(kMain, base + 13, t * t);
+    s.free(kMain, base + 13);
+  }
   s.pop(kMain);
   s.push(kMain, "backward/layer.1");
   if (early_free) s.free(kMain, W1);
@@ -350,6 +360,44 @@ TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
   EXPECT_EQ(by_moment[2].price.peak.moment, pricing::Moment::kAfterGradient);
 }
 
+// A layer's events are followed across sizes by their allocations, not by
+// their index: at 20 tokens layer 1's recompute first makes and frees 8
+// bytes that the other sizes never make. Lined up by index, every event of
+// that layer after it would be paired with the one before it at the other
+// sizes (its scores, t^2, with its workspace, 4t), and the fits would miss
+// both; lined up by allocation the stray event folds into the first shared
+// one, and waves of sizes never calibrated are priced to the byte.
+TEST(LivenessGolden, EventsLineUpByTheirAllocationsWhereOneSizeMakesAnotherFirst) {
+  TempTrace cal("stray"), held("stray_held");
+  auto write = [](const std::string& path, std::vector<uint64_t> sizes, uint64_t stray_at) {
+    SyntheticTrace s(path);
+    s.alloc(kMain, 0x1000, kWeights);
+    uint64_t base = 0x10000;
+    for (uint64_t t : sizes) {
+      for (bool cold : {true, false}) {
+        step(s, base, t, cold, true, false, 0, true, t == stray_at);
+        optimizer(s);
+        base += 0x10000;
+      }
+    }
+    s.close();
+  };
+  write(cal.path, {10, 20, 40}, 20);
+  write(held.path, {30, 80}, 0);
+  const Calibration c = calibrate({analyze_liveness(cal.path)});
+  const std::vector<CheckRow> rows = check_trace(c, analyze_liveness(held.path));
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_FALSE(rows[i].under_estimate(false));
+  }
+  // Warm, 80 tokens: boundaries E + X1 (1600), G 800, W1 320 and the scores
+  // 6400 while layer 1 recomputes.
+  EXPECT_EQ(rows[3].measured_peak_bytes, 9120u);
+  EXPECT_EQ(rows[3].price.raw_bytes, 9120);
+  EXPECT_EQ(rows[1].price.raw_bytes, static_cast<pricing::Bytes>(rows[1].measured_peak_bytes));
+}
+
 // A version 1 calibration (lines in tokens, no moments, no ranges) reads and
 // prices the sum of the terms' maxima, as it did.
 TEST(LivenessGolden, VersionOneCalibrationsPriceAsTheyDid) {
@@ -621,7 +669,9 @@ TEST(LivenessGolden, EachGroupsForwardIsMeasuredWithoutItsHeadsBackward) {
     // its head moment holds its head's backward too: the 30t it sends down
     // beside G, live into the backward (400).
     EXPECT_EQ(a.moment_forward_bytes, 230) << (a_first ? "a first" : "b first");
-    if (a_first) EXPECT_EQ(a.moment_head_bytes, 400);
+    if (a_first) {
+      EXPECT_EQ(a.moment_head_bytes, 400);
+    }
     EXPECT_EQ(b.moment_forward_bytes, -1);
   }
 }
