@@ -282,12 +282,9 @@ bool hyperplane(const std::vector<const GrowthPoint*>& through, const std::vecto
   return true;
 }
 
-// Memory never shrinks as a wave gets more tokens at the same squares and
-// sequences, or as its sequences get longer or more numerous at a given size:
-// growth in t, s, L and n is never negative. A plane through maxima of
-// different events can lean on one feature and take bytes off another (a
-// held-out model's moment: -21,855 bytes a token, priced 2.5 times its peak
-// at 2.5 times its calibrated tokens; growth_test.cc).
+// Memory never shrinks with more tokens, or longer or more sequences: growth
+// in t, s, L and n is never negative (a plane through maxima of different
+// events can lean on one and take bytes off another; growth_test.cc).
 bool plausible(const GrowthLine& l) {
   return l.per_token >= 0 && l.per_square_token >= 0 && l.per_longest_square >= 0 && l.per_sequence >= 0;
 }
