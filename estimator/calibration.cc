@@ -188,8 +188,11 @@ MomentFit maximum_fit(const MomentPoints& points) {
   return fit;
 }
 
-// Events [from, to) of waves whose sequences line up, each fitted on its own.
-MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
+// Events [from, to) of waves whose sequences line up, each fitted on its own;
+// none when an event's fit takes bytes off as the wave grows: one event's
+// bytes are allocations, each growing with tokens, squares or sequences, so
+// such a fit says the events did not line up after all.
+std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
   MomentFit fit;
   fit.method = "events";
   if (from >= to) {  // no event: nothing held beside boundaries and gradients
@@ -201,6 +204,8 @@ MomentFit events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
     for (const MomentPoint& p : lined_up)
       samples.push_back({p.size, static_cast<uint64_t>(std::max<int64_t>(0, (*p.events)[e]))});
     GrowthTerm term = fit_growth(samples);
+    if (term.per_token < 0 || term.per_square_token < 0 || term.per_longest_square < 0 || term.per_sequence < 0)
+      return std::nullopt;
     // One event of sequences that line up: the same allocations at every
     // size, each growing as a + b t + c s, so the fit is exact and needs no
     // chord. Maxima of different events (maximum_fit) keep theirs.
@@ -232,7 +237,7 @@ MomentFit fit_moment(const MomentPoints& points) {
   if (!lines_up(l)) return maximum_fit(points);
   std::vector<std::vector<int64_t>> values;
   for (size_t w = 0; w < l.points.size(); ++w) values.push_back(folded(*l.points[w].events, l.kept[w]));
-  return events_fit(with_values(l, values), 0, l.count());
+  return events_fit(with_values(l, values), 0, l.count()).value_or(maximum_fit(points));
 }
 
 // From waves of one size: what part of `whole` is left once the gradients
@@ -290,16 +295,17 @@ std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const Momen
     }
     const MomentPoints lined_up = with_values(l, values);
     const size_t count = l.count();
-    if (starts.empty()) {
-      MomentFit whole = events_fit(lined_up, 0, count);
-      MomentFit same = whole;
-      same.method = "same as before";
-      return {whole, same};
+    const size_t from = starts.empty() ? count : static_cast<size_t>(*starts.begin());
+    std::optional<MomentFit> whole = events_fit(lined_up, 0, from);
+    std::optional<MomentFit> with_gradient = starts.empty() ? whole : events_fit(lined_up, from, count);
+    if (whole && with_gradient) {
+      if (starts.empty()) {
+        with_gradient->method = "same as before";
+      } else {
+        with_gradient->includes_gradient = true;
+      }
+      return {*whole, *with_gradient};
     }
-    const size_t from = static_cast<size_t>(*starts.begin());
-    MomentFit with_gradient = events_fit(lined_up, from, count);
-    with_gradient.includes_gradient = true;
-    return {events_fit(lined_up, 0, from), with_gradient};
   }
   MomentFit b = before.empty() ? maximum_fit(layer) : maximum_fit(before);
   if (after.empty()) {

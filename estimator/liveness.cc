@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -19,6 +20,7 @@ namespace psc {
 namespace {
 
 using liveness_internal::add_layer_terms;
+using liveness_internal::HeadRanges;
 using liveness_internal::leftovers_are_first_execution;
 using liveness_internal::Made;
 using liveness_internal::most_live;
@@ -36,10 +38,11 @@ std::vector<WaveLiveness::Child> children_of(const WavePayload& p);
 // Liveness' part of the analysis' second read (analysis/lifetime_pass.h).
 class LivenessPass : public LifetimeObserver {
  public:
-  explicit LivenessPass(bool every_wave) : every_wave_(every_wave) {}
+  LivenessPass(bool every_wave, const RangeParser& parser) : every_wave_(every_wave), parser_(parser) {}
 
   void on_start(const Analysis& analysis) override {
     backward_start_.assign(analysis.waves.size(), UINT64_MAX);
+    head_ranges.assign(analysis.waves.size(), {});
     for (const WaveReport& w : analysis.waves) waves_.push_back(w.span);
     keep_.assign(analysis.waves.size(), every_wave_);
     if (!every_wave_) keep_only_waves_that_change_categories();
@@ -54,7 +57,21 @@ class LivenessPass : public LifetimeObserver {
       backward_start_[wave] = m.site.ordinal;
   }
 
+  // The ranges that tell a wave's last forward's head from its first
+  // backward's (head_ranges), for a wave of several groups.
+  void on_event(const Event& e, uint64_t ordinal, const ScopeTracker& scope, const TraceMeta& meta) override {
+    if (e.kind != EventKind::kRangePush || scope.current_wave() < 0) return;
+    const size_t wave = static_cast<size_t>(scope.current_wave());
+    if (wave >= head_ranges.size()) return;
+    if (e.name.value >= names_.size()) names_.resize(e.name.value + 1);
+    std::optional<RangeName>& name = names_[e.name.value];
+    if (!name) name = parser_.parse(meta.string(e.name));
+    if (name->phase == Phase::kHead) head_ranges[wave].opened.push_back({ordinal, e.name.value});
+    if (name->phase == Phase::kForward && name->has_layer()) head_ranges[wave].last_forward_layer = ordinal;
+  }
+
   std::vector<Made> made;
+  std::vector<HeadRanges> head_ranges;                        // [wave]
   std::vector<std::vector<uint64_t>> gradient_live_at_start;  // [wave][layer]
   std::vector<uint64_t> gradient_live_at_start_die;           // [wave]: when the first of them dies
   std::array<uint64_t, kCategoryCount> category_allocations{};
@@ -124,6 +141,8 @@ class LivenessPass : public LifetimeObserver {
   }
 
   bool every_wave_;
+  const RangeParser& parser_;
+  std::vector<std::optional<RangeName>> names_;  // per string id, parsed when first opened
   std::vector<WaveSpan> waves_;
   std::vector<bool> keep_;             // per wave: keep its allocations
   std::vector<uint64_t> cold_starts_;  // categories only: where cold waves begin, in order
@@ -289,7 +308,7 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   Liveness out;
   out.path = path;
   AnalysisOptions analysis_options = options;
-  LivenessPass pass(!what.categories_only);
+  LivenessPass pass(!what.categories_only, options.ranges ? *options.ranges : default_range_parser());
   analysis_options.observers.push_back(&pass);
   out.analysis = analyze_trace(path, analysis_options);
   const Analysis& analysis = out.analysis;
@@ -350,7 +369,7 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];
     }
     sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
-    split_into_runs(by_wave[i], pass.backward_start()[i], layers, &w);
+    split_into_runs(by_wave[i], pass.backward_start()[i], pass.head_ranges[i], layers, &w);
   }
   return out;
 }

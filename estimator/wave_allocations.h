@@ -47,7 +47,19 @@ void reclassify_buffered_gradients(const std::vector<Made*>& made);
 void add_layer_terms(const std::vector<Made*>& made, size_t layers, WaveLiveness* w);
 // Max live bytes of each term over a wave, and its moments.
 void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveLiveness* w);
+// The ranges a wave opened that tell its last forward's head from its first
+// backward's: where its last forward layer opened, and each head range
+// opened (where, and its name's string id), in order.
+struct HeadRanges {
+  uint64_t last_forward_layer = 0;
+  struct Opened {
+    uint64_t ordinal = 0;
+    uint32_t name = 0;
+  };
+  std::vector<Opened> opened;
+};
 // WaveLiveness::runs of a wave of several groups.
-void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, size_t layers, WaveLiveness* w);
+void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, const HeadRanges& head, size_t layers,
+                     WaveLiveness* w);
 
 }  // namespace psc::liveness_internal

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -307,7 +308,21 @@ bool each_run_frees_its_own_boundaries(const std::vector<std::vector<Made*>>& ow
 }  // namespace
 
 // WaveLiveness::runs of a wave of several groups.
-void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, size_t layers, WaveLiveness* w) {
+// Where the first backward's head begins: the first head range opened a
+// second time after the wave's last forward layer opened (the head's modules
+// run once forward, then again backward), before the first layer's backward.
+// UINT64_MAX: none opens again.
+uint64_t head_backward_start(const HeadRanges& head, uint64_t backward_start) {
+  std::set<uint32_t> opened;
+  for (const HeadRanges::Opened& o : head.opened) {
+    if (o.ordinal <= head.last_forward_layer || o.ordinal >= backward_start) continue;
+    if (!opened.insert(o.name).second) return o.ordinal;
+  }
+  return UINT64_MAX;
+}
+
+void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, const HeadRanges& head, size_t layers,
+                     WaveLiveness* w) {
   const size_t groups = static_cast<size_t>(std::max<int64_t>(1, w->groups));
   if (groups < 2 || !w->children.empty() || backward_start == UINT64_MAX) return;
   // Equal parts of a packed wave: which sequences each group had is not
@@ -338,9 +353,13 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
   std::vector<size_t> run_of_group(groups, 0);
   for (size_t k = 0; k < groups; ++k) run_of_group[group[k]] = k;
   const std::vector<uint64_t> segments = forward_segments(order, backward_start, groups);
+  // The first run's head backward, before its first layer's, follows the
+  // last group's forward: it is the first run's, from where a head range
+  // opens a second time after that forward's last layer.
+  const uint64_t first_head_backward = segments.empty() ? UINT64_MAX : head_backward_start(head, backward_start);
   for (Made* m : forward_only) {
     size_t k = 0;
-    if (!segments.empty()) {
+    if (!segments.empty() && m->alloc_ordinal < first_head_backward) {
       const size_t f =
           static_cast<size_t>(std::upper_bound(segments.begin(), segments.end(), m->alloc_ordinal) - segments.begin()) -
           1;
@@ -370,10 +389,11 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, si
     sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
     // Its own forward: what its allocations held until the next group's
-    // forward began. Not of the group forwarded last: the first run's head
-    // backward (before the first layer's, where the backward is seen to
-    // begin) follows its forward, and its allocations fall in that segment.
+    // forward began, or for the group forwarded last, the first backward's
+    // head (not measured where that was not seen).
     if (!segments.empty() && g + 1 < groups) r.moment_forward_bytes = most_rest_live(own[k], 0, segments[g + 1]);
+    if (!segments.empty() && g + 1 == groups && first_head_backward != UINT64_MAX)
+      r.moment_forward_bytes = most_rest_live(own[k], 0, first_head_backward);
   }
   w->runs_free_boundaries = each_run_frees_its_own_boundaries(own, segments, backward_start, run_of_group) ? 1 : 0;
   w->runs = std::move(runs);
