@@ -204,7 +204,9 @@ std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, s
     for (const MomentPoint& p : lined_up)
       samples.push_back({p.size, static_cast<uint64_t>(std::max<int64_t>(0, (*p.events)[e]))});
     GrowthTerm term = fit_growth(samples);
-    if (term.per_token < 0 || term.per_square_token < 0 || term.per_longest_square < 0 || term.per_sequence < 0)
+    constexpr double kRounding = -1e-6;  // bytes per feature unit: a zero through a plane's solve
+    if (term.per_token < kRounding || term.per_square_token < kRounding || term.per_longest_square < kRounding ||
+        term.per_sequence < kRounding)
       return std::nullopt;
     // One event of sequences that line up: the same allocations at every
     // size, each growing as a + b t + c s, so the fit is exact and needs no

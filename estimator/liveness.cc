@@ -62,12 +62,16 @@ class LivenessPass : public LifetimeObserver {
   void on_event(const Event& e, uint64_t ordinal, const ScopeTracker& scope, const TraceMeta& meta) override {
     if (e.kind != EventKind::kRangePush || scope.current_wave() < 0) return;
     const size_t wave = static_cast<size_t>(scope.current_wave());
-    if (wave >= head_ranges.size()) return;
+    if (wave >= head_ranges.size() || e.name.value == 0 || e.name.value >= meta.strings.size()) return;
     if (e.name.value >= names_.size()) names_.resize(e.name.value + 1);
     std::optional<RangeName>& name = names_[e.name.value];
     if (!name) name = parser_.parse(meta.string(e.name));
-    if (name->phase == Phase::kHead) head_ranges[wave].opened.push_back({ordinal, e.name.value});
-    if (name->phase == Phase::kForward && name->has_layer()) head_ranges[wave].last_forward_layer = ordinal;
+    HeadRanges& h = head_ranges[wave];
+    if (name->phase == Phase::kHead) h.opened.push_back({ordinal, e.name.value});
+    if (name->phase == Phase::kForward && name->has_layer()) {
+      h.forward_layer_seen = true;
+      h.last_forward_layer = ordinal;
+    }
   }
 
   std::vector<Made> made;

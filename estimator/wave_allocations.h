@@ -51,6 +51,7 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
 // backward's: where its last forward layer opened, and each head range
 // opened (where, and its name's string id), in order.
 struct HeadRanges {
+  bool forward_layer_seen = false;
   uint64_t last_forward_layer = 0;
   struct Opened {
     uint64_t ordinal = 0;

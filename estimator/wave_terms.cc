@@ -305,22 +305,24 @@ bool each_run_frees_its_own_boundaries(const std::vector<std::vector<Made*>>& ow
   return true;
 }
 
-}  // namespace
-
-// WaveLiveness::runs of a wave of several groups.
 // Where the first backward's head begins: the first head range opened a
 // second time after the wave's last forward layer opened (the head's modules
-// run once forward, then again backward), before the first layer's backward.
-// UINT64_MAX: none opens again.
-uint64_t head_backward_start(const HeadRanges& head, uint64_t backward_start) {
+// run once forward, then again backward), inside the last forward's segment
+// (from `last_forward`) and before the first layer's backward. UINT64_MAX:
+// none opens again, or no forward layer opened a range.
+uint64_t head_backward_start(const HeadRanges& head, uint64_t last_forward, uint64_t backward_start) {
+  if (!head.forward_layer_seen) return UINT64_MAX;
   std::set<uint32_t> opened;
   for (const HeadRanges::Opened& o : head.opened) {
-    if (o.ordinal <= head.last_forward_layer || o.ordinal >= backward_start) continue;
+    if (o.ordinal <= head.last_forward_layer || o.ordinal <= last_forward || o.ordinal >= backward_start) continue;
     if (!opened.insert(o.name).second) return o.ordinal;
   }
   return UINT64_MAX;
 }
 
+}  // namespace
+
+// WaveLiveness::runs of a wave of several groups.
 void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, const HeadRanges& head, size_t layers,
                      WaveLiveness* w) {
   const size_t groups = static_cast<size_t>(std::max<int64_t>(1, w->groups));
@@ -356,7 +358,8 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, co
   // The first run's head backward, before its first layer's, follows the
   // last group's forward: it is the first run's, from where a head range
   // opens a second time after that forward's last layer.
-  const uint64_t first_head_backward = segments.empty() ? UINT64_MAX : head_backward_start(head, backward_start);
+  const uint64_t first_head_backward =
+      segments.empty() ? UINT64_MAX : head_backward_start(head, segments.back(), backward_start);
   for (Made* m : forward_only) {
     size_t k = 0;
     if (!segments.empty() && m->alloc_ordinal < first_head_backward) {

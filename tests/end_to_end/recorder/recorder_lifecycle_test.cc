@@ -119,8 +119,9 @@ TEST(RecorderExec, AForkedChildThatExecsLeavesItsTrace) {
 
 // The signals a test raises start at their defaults, whatever ran the tests:
 // a shell without job control starts background jobs with SIGINT and SIGQUIT
-// ignored, children inherit that, and the recorder rightly keeps an ignored
-// signal ignored (AnIgnoredSignalStaysIgnored). Restored at the end.
+// ignored, nohup ignores SIGHUP, children inherit that, and the recorder
+// rightly keeps an ignored signal ignored (AnIgnoredSignalStaysIgnored).
+// Restored at the end.
 class DefaultDispositions {
  public:
   DefaultDispositions() {
@@ -133,8 +134,9 @@ class DefaultDispositions {
   DefaultDispositions& operator=(const DefaultDispositions&) = delete;
 
  private:
-  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGQUIT};
-  std::array<sighandler_t, 2> old_{};
+  static constexpr std::array<int, 9> kSignals = {SIGINT,  SIGHUP,  SIGQUIT, SIGPIPE, SIGUSR1,
+                                                  SIGUSR2, SIGALRM, SIGXCPU, SIGTERM};
+  std::array<sighandler_t, 9> old_{};
 };
 
 // Signals raised right after allocating, well inside one 50 ms flush period.

@@ -362,11 +362,11 @@ TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
 
 // A layer's events are followed across sizes by their allocations, not by
 // their index: at 20 tokens layer 1's recompute first makes and frees 8
-// bytes that the other sizes never make. Lined up by index, every event of
-// that layer after it would be paired with the one before it at the other
-// sizes (its scores, t^2, with its workspace, 4t), and the fits would miss
-// both; lined up by allocation the stray event folds into the first shared
-// one, and waves of sizes never calibrated are priced to the byte.
+// bytes that the other sizes never make. Paired by index they would not line
+// up (one event more at 20 tokens), and the layer's maxima would be fitted:
+// 100 bytes over at 30 tokens, the chord between 20 and 40. Lined up by
+// allocation the stray event folds into the first shared one, and waves of
+// sizes never calibrated are priced to the byte.
 TEST(LivenessGolden, EventsLineUpByTheirAllocationsWhereOneSizeMakesAnotherFirst) {
   TempTrace cal("stray"), held("stray_held");
   auto write = [](const std::string& path, std::vector<uint64_t> sizes, uint64_t stray_at) {
