@@ -79,5 +79,43 @@ TEST(EventAlignment, WavesOfManyEventsWithoutALikeLineUpByIndexOrNotAtAll) {
   EXPECT_EQ(line_up_events({blind, b.series()}).size(), 2u);
 }
 
+// Two events a wave makes that no other does are folded; a third (and more
+// than one in twenty) says the waves run different programs: by index.
+TEST(EventAlignment, TwoEventsWithoutALikeAreLeftOutAThirdIsNot) {
+  const Wave a(10, {40, 7, 11, 100});
+  const Wave b(20, {80, 19, 23, 400});
+  const auto two = line_up_events({a.series(), b.series()});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0], (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(two[1], (std::vector<size_t>{0, 3}));
+  const Wave c(10, {40, 7, 11, 13, 100});
+  const Wave d(20, {80, 19, 23, 29, 400});
+  const auto three = line_up_events({c.series(), d.series()});
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_EQ(three[0], (std::vector<size_t>{0, 1, 2, 3, 4}));
+}
+
+// The wave that made the layer's gradient says at which shared event it
+// did; an accumulating wave whose own index of that event differs (a stray
+// allocation before it) counts its temporary there, from its free on.
+TEST(EventAlignment, GradientsStayAtTheSharedEventNotTheIndex) {
+  const WaveSize a_size = unpacked(10), b_size = unpacked(20);
+  const std::vector<int64_t> a_events{40, 48, 148};
+  const Allocations a_allocations{{1, UINT64_MAX, 40, false}, {2, UINT64_MAX, 8, true}, {3, UINT64_MAX, 100, false}};
+  const EventSeries a{a_size, &a_events, &a_allocations, 1};
+  // b: a stray 3 bytes, 2t, the temporary of 8 freed at ordinal 14, t^2.
+  const std::vector<int64_t> b_events{3, 83, 91, 483};
+  const Allocations b_allocations{
+      {11, 12, 3, false}, {12, UINT64_MAX, 80, false}, {13, 14, 8, false}, {15, UINT64_MAX, 400, false}};
+  const EventSeries b{b_size, &b_events, &b_allocations, -1};
+  const auto kept = line_up_events({a, b});
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[1], (std::vector<size_t>{1, 2, 3}));
+  const std::vector<size_t> at = gradient_events({a, b}, kept);
+  EXPECT_EQ(at, (std::vector<size_t>{1}));
+  // The temporary (b's event 2) is freed before b's last event: counted there.
+  EXPECT_EQ(as_if_gradients_stayed(b, kept[1], at), (std::vector<int64_t>{3, 83, 91, 491}));
+}
+
 }  // namespace
 }  // namespace psc
