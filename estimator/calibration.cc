@@ -204,10 +204,8 @@ std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, s
     for (const MomentPoint& p : lined_up)
       samples.push_back({p.size, static_cast<uint64_t>(std::max<int64_t>(0, (*p.events)[e]))});
     GrowthTerm term = fit_growth(samples);
-    constexpr double kRounding = -1e-6;  // bytes per feature unit: a zero through a plane's solve
-    if (term.per_token < kRounding || term.per_square_token < kRounding || term.per_longest_square < kRounding ||
-        term.per_sequence < kRounding)
-      return std::nullopt;
+    constexpr double kRounding = 1e-6;  // bytes per feature unit: a zero through a plane's solve
+    if (!plausible(term.fit(), kRounding)) return std::nullopt;
     // One event of sequences that line up: the same allocations at every
     // size, each growing as a + b t + c s, so the fit is exact and needs no
     // chord. Maxima of different events (maximum_fit) keep theirs.
@@ -283,7 +281,10 @@ std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const Momen
     const int64_t from = l.points[w].gradient_from;
     if (from < 0) continue;
     const auto it = std::find(l.kept[w].begin(), l.kept[w].end(), static_cast<size_t>(from));
-    starts_shared = starts_shared && it != l.kept[w].end();
+    if (it == l.kept[w].end()) {
+      starts_shared = false;
+      break;
+    }
     starts.insert(it - l.kept[w].begin());
   }
   const std::vector<size_t> gradient_at = gradient_events(l.series, l.kept);

@@ -282,13 +282,6 @@ bool hyperplane(const std::vector<const GrowthPoint*>& through, const std::vecto
   return true;
 }
 
-// Memory never shrinks with more tokens, or longer or more sequences: growth
-// in t, s, L and n is never negative (a plane through maxima of different
-// events can lean on one and take bytes off another; growth_test.cc).
-bool plausible(const GrowthLine& l) {
-  return l.per_token >= 0 && l.per_square_token >= 0 && l.per_longest_square >= 0 && l.per_sequence >= 0;
-}
-
 // The envelope over `features`: of the hyperplanes through |features| + 1 of
 // the sizes that cover every size, the one with the least excess (the flat
 // line always covers).
@@ -493,6 +486,11 @@ uint64_t GrowthTerm::bytes_at(WaveSize size, bool extrapolated) const {
   double v = std::ceil(std::max({line(size), chord(size), long_sequence}));
   if (extrapolated) v = std::max(v, std::ceil(beyond.at(size)));
   return (v > 0 ? static_cast<uint64_t>(v) : 0) + margin_bytes;
+}
+
+bool plausible(const GrowthLine& l, double rounding) {
+  return l.per_token >= -rounding && l.per_square_token >= -rounding && l.per_longest_square >= -rounding &&
+         l.per_sequence >= -rounding;
 }
 
 double Margin::doublings_beyond(int64_t group_tokens) const {

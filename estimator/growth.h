@@ -240,6 +240,13 @@ struct GrowthTerm {
   uint64_t bytes_at(int64_t tokens) const { return bytes_at(unpacked(tokens)); }
 };
 
+// Memory never shrinks with more tokens, or longer or more sequences: growth
+// in t, s, L and n is never negative, less `rounding` (bytes per unit). A
+// plane through maxima of different events can lean on one and take bytes
+// off another (growth_test.cc); one event's fit that does says its events
+// did not line up (calibration.cc).
+bool plausible(const GrowthLine& l, double rounding = 0);
+
 struct GrowthPoint {
   WaveSize size;
   uint64_t bytes = 0;

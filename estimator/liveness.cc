@@ -4,7 +4,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -38,7 +37,7 @@ std::vector<WaveLiveness::Child> children_of(const WavePayload& p);
 // Liveness' part of the analysis' second read (analysis/lifetime_pass.h).
 class LivenessPass : public LifetimeObserver {
  public:
-  LivenessPass(bool every_wave, const RangeParser& parser) : every_wave_(every_wave), parser_(parser) {}
+  LivenessPass(bool every_wave, const RangeParser& parser) : every_wave_(every_wave), names_(parser) {}
 
   void on_start(const Analysis& analysis) override {
     backward_start_.assign(analysis.waves.size(), UINT64_MAX);
@@ -62,13 +61,11 @@ class LivenessPass : public LifetimeObserver {
   void on_event(const Event& e, uint64_t ordinal, const ScopeTracker& scope, const TraceMeta& meta) override {
     if (e.kind != EventKind::kRangePush || scope.current_wave() < 0) return;
     const size_t wave = static_cast<size_t>(scope.current_wave());
-    if (wave >= head_ranges.size() || e.name.value == 0 || e.name.value >= meta.strings.size()) return;
-    if (e.name.value >= names_.size()) names_.resize(e.name.value + 1);
-    std::optional<RangeName>& name = names_[e.name.value];
-    if (!name) name = parser_.parse(meta.string(e.name));
+    if (wave >= head_ranges.size()) return;
+    const RangeName name = names_.lookup(e.name, meta);
     HeadRanges& h = head_ranges[wave];
-    if (name->phase == Phase::kHead) h.opened.push_back({ordinal, e.name.value});
-    if (name->phase == Phase::kForward && name->has_layer()) {
+    if (name.phase == Phase::kHead) h.opened.push_back({ordinal, e.name.value});
+    if (name.phase == Phase::kForward && name.has_layer()) {
       h.forward_layer_seen = true;
       h.last_forward_layer = ordinal;
     }
@@ -145,8 +142,7 @@ class LivenessPass : public LifetimeObserver {
   }
 
   bool every_wave_;
-  const RangeParser& parser_;
-  std::vector<std::optional<RangeName>> names_;  // per string id, parsed when first opened
+  RangeTable names_;  // range names, parsed once per string id
   std::vector<WaveSpan> waves_;
   std::vector<bool> keep_;             // per wave: keep its allocations
   std::vector<uint64_t> cold_starts_;  // categories only: where cold waves begin, in order
