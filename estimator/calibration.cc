@@ -7,6 +7,7 @@
 #include <set>
 
 #include "estimator/event_alignment.h"
+#include "estimator/first_execution.h"
 
 namespace psc {
 namespace {
@@ -505,43 +506,21 @@ void add_part(const WaveLiveness& part, size_t layers, TermSamples& s, Calibrati
   }
 }
 
-// A cold wave beside its warm twin: what first executions add to the peak.
-void add_first_execution(const Liveness& t, const WaveLiveness& cold, Calibration* c) {
-  const WaveLiveness& warm = t.waves[static_cast<size_t>(cold.warm_twin)];
-  ++c->first_execution_pairs;
-  // The measured peaks already hold what the hooks and CUPTI saw. What
-  // no allocation record accounts for shows only in the device samples:
-  // its cold − warm growth belongs to the allowance too.
-  uint64_t unexplained = 0;
-  for (const ColdWarmDelta& d : t.analysis.device.cold_warm) {
-    if (d.cold_wave != cold.index || !d.has_samples) continue;
-    ++c->first_execution_device_pairs;
-    unexplained = static_cast<uint64_t>(std::max<int64_t>(0, d.unexplained_growth_delta_bytes));
-  }
-  c->first_execution_unexplained_bytes = std::max(c->first_execution_unexplained_bytes, unexplained);
-  const uint64_t peak_delta =
-      cold.measured_peak_bytes > warm.measured_peak_bytes ? cold.measured_peak_bytes - warm.measured_peak_bytes : 0;
-  // The cold peak is at most the twin's state at that moment plus the
-  // first-execution allocations live then: their most live together
-  // bounds it at any size where they do not grow.
-  c->first_execution_bytes =
-      std::max({c->first_execution_bytes, peak_delta + unexplained, cold.first_execution_max_live_bytes + unexplained});
-  c->first_execution_at_peak_bytes = std::max(c->first_execution_at_peak_bytes, cold.first_execution_at_peak_bytes);
-}
-
 // One trace's calibrating waves: their samples, counts and first executions.
 void add_trace(const Liveness& t, size_t layers, const std::function<bool(const WaveLiveness&)>& use, TermSamples& s,
                Calibration* c) {
   c->traces.push_back(t.path);
   c->sequence_allowance_bytes = std::max<uint64_t>(
       c->sequence_allowance_bytes, (t.analysis.trace.header.flags & format::kHeaderHostMode) ? 64 : 512);
+  std::vector<WaveSize> shapes_run;  // every group shape an earlier wave of the trace ran
   for (const WaveLiveness& w : t.waves) {
+    const size_t new_shapes = shapes_not_run(w, shapes_run);
     if (!calibrates(w, use)) continue;
     ++c->waves;
     for (const WaveLiveness* part : one_group_parts(w)) add_part(*part, layers, s, c);
     if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
       add_equal_parts(w, layers, s.boundary, s.workspace, s.input_gradient, s.head_saved);
-    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, c);
+    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, new_shapes, c);
     if (w.runs_free_boundaries >= 0) {
       ++s.waves_cut_into_runs;
       s.waves_whose_runs_kept_boundaries += w.runs_free_boundaries == 0;

@@ -276,6 +276,8 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["adapter_gradient_bytes"] = slots;
   j["sequence_allowance_bytes"] = c.sequence_allowance_bytes;
   j["first_execution"] = {{"bytes", c.first_execution_bytes},
+                          {"per_new_shape_bytes", c.first_execution_per_shape_bytes},
+                          {"once_bytes", c.first_execution_once_bytes},
                           {"pairs", c.first_execution_pairs},
                           {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes},
                           {"device_unexplained_bytes", c.first_execution_unexplained_bytes},
@@ -346,6 +348,13 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   const Json& first = field(j, "first_execution", where);
   c.first_execution_bytes = count(first, "bytes", where + ".first_execution");
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
+  // Absent in calibrations written before it: every new shape was charged
+  // the whole allowance, as they priced.
+  c.first_execution_per_shape_bytes = first.contains("per_new_shape_bytes")
+                                          ? count(first, "per_new_shape_bytes", where + ".first_execution")
+                                          : c.first_execution_bytes;
+  if (first.contains("once_bytes"))
+    c.first_execution_once_bytes = count(first, "once_bytes", where + ".first_execution");
   c.waves = count(j, "waves", where);
   // Absent in calibrations written before the margin was derived: the flat
   // safety factor prices them, as it did.

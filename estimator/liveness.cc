@@ -337,6 +337,9 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       break;
     }
     cold.first_execution_max_live_bytes = most_live(by_wave[i], Category::kFirstExecution);
+    for (const Made* m : by_wave[i])
+      if (m->category == Category::kFirstExecution && m->end_ordinal > analysis.waves[i].span.end_ordinal)
+        cold.first_execution_kept_bytes += m->bytes;
     // Later waves found them live as if they were gradients: no longer.
     for (const Made* m : not_gradients) {
       for (size_t j = 0; j < analysis.waves.size() && j < pass.gradient_live_at_start.size(); ++j) {

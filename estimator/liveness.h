@@ -172,6 +172,11 @@ struct WaveLiveness {
   // sit at another moment than its twin's, and the gap between the two
   // moments changes with size).
   uint64_t first_execution_max_live_bytes = 0;
+  // Of those, the bytes still live when the wave ends: what its new shapes
+  // left behind (a kernel library's plans and caches, kept per shape), which
+  // a wave of several new shapes holds once per shape, where what first
+  // executions make and free again inside the wave is held by one at a time.
+  uint64_t first_execution_kept_bytes = 0;
 };
 
 // An allocation whose category the wave-level rules changed (first_execution,

@@ -235,7 +235,7 @@ size_t group_shapes(const std::vector<WaveSize>& sizes) {
 pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens, size_t groups) {
   pricing::Plan plan;
   plan.safety_factor = c.factor(group_tokens);
-  plan.transient_bytes = as_bytes(c.first_execution_bytes * std::max<uint64_t>(1, groups));
+  plan.transient_bytes = as_bytes(first_execution_allowance(c, groups));
   plan.profiled = !cold;
   return plan;
 }

@@ -97,13 +97,21 @@ struct Extrapolation {
 
 // A plan of no forward yet: the calibration's margin for a wave whose
 // largest group has `group_tokens` tokens (Calibration::factor), and its
-// first-execution allowance charged when the wave is cold, once for each of
-// its `groups` group shapes (group_shapes): each group of a shape not run
-// before makes its own first executions, in any backward order, and a wave
-// says it is cold, not which of its groups are new. The allowance is the
-// most one calibration cold wave added; charged once a wave, cold waves of
-// two new group sizes priced 2.3 KB under (docs/accuracy.md).
+// first-execution allowance charged when the wave is cold
+// (first_execution_allowance).
 pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens, size_t groups = 1);
+// The first-execution allowance of a cold wave of `groups` group shapes
+// (group_shapes): a wave says it is cold, not which of its groups are new,
+// so every shape is taken to be new. Each new shape keeps what its first
+// executions leave behind (per_shape), and the first executions' own
+// scratch is made and freed by one shape at a time (charged once):
+// first_execution_bytes + first_execution_per_shape_bytes × (groups − 1).
+// Charged once a wave in all, cold waves of two new group sizes priced
+// 2.3 KB under (docs/accuracy.md).
+inline uint64_t first_execution_allowance(const Calibration& calibration, size_t groups) {
+  return calibration.first_execution_bytes +
+         calibration.first_execution_per_shape_bytes * (std::max<size_t>(1, groups) - 1);
+}
 // How many shapes (tokens and packing) the groups of `sizes` have: equal
 // WaveSizes are one shape.
 size_t group_shapes(const std::vector<WaveSize>& sizes);

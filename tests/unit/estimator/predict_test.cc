@@ -251,16 +251,18 @@ TEST(Predict, OutsideNamesTheFeaturesAndTheLongestSequenceBound) {
     EXPECT_EQ(line.find("a longest sequence"), std::string::npos) << line;
 }
 
-// A cold wave's first-execution allowance is charged once per group shape
-// not run before: the wave says it is cold, not which of its groups are new,
-// so every distinct group size is taken as new (groups of one size share
-// their first executions). In a known backward order the same, and never
-// above the worst order's price.
-TEST(Predict, ColdWavesChargeTheAllowanceOncePerGroupShape) {
+// A cold wave's first-execution allowance: the whole of it for one new
+// group shape, and what a new shape keeps for each further one. The wave
+// says it is cold, not which of its groups are new, so every distinct group
+// size is taken as new (groups of one size share their first executions).
+// In a known backward order the same, and never above the worst order's
+// price.
+TEST(Predict, ColdWavesChargeWhatANewShapeKeepsOncePerGroupShape) {
   Calibration c = two_layers();
   c.adapter_gradient_bytes["b"] = {100, 100};
   c.adapter_gradient_bytes["c"] = {100, 100};
   c.first_execution_bytes = 1000;
+  c.first_execution_per_shape_bytes = 400;
   auto transient = [&](std::vector<GroupRequest> groups, bool cold, std::vector<int32_t> order = {}) {
     WaveRequest r;
     r.groups = std::move(groups);
@@ -269,11 +271,12 @@ TEST(Predict, ColdWavesChargeTheAllowanceOncePerGroupShape) {
     return predict(c, r).price.components.transient;
   };
   EXPECT_EQ(transient({{16, {}, "a"}}, true), 1000);
-  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true), 2000);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true), 1400);
   EXPECT_EQ(transient({{32, {}, "a"}, {32, {}, "b"}}, true), 1000);
-  EXPECT_EQ(transient({{32, {}, "a"}, {32, {16, 16}, "b"}}, true), 2000) << "another packing is another shape";
-  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}, {16, {}, "c"}}, true), 2000);
-  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true, {1, 0}), 2000);
+  EXPECT_EQ(transient({{32, {}, "a"}, {32, {16, 16}, "b"}}, true), 1400) << "another packing is another shape";
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}, {16, {}, "c"}}, true), 1400);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}, {24, {}, "c"}}, true), 1800);
+  EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, true, {1, 0}), 1400);
   EXPECT_EQ(transient({{16, {}, "a"}, {48, {}, "b"}}, false), 0);
 }
 

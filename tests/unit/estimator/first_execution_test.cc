@@ -1,0 +1,97 @@
+// The first-execution allowance: what a cold wave's first executions keep
+// past its end (plans and caches, one set per new shape) against what they
+// make and free again inside it (scratch, held by one shape at a time), and
+// how a cold wave of several group shapes is charged for them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "estimator/calibration.h"
+#include "estimator/liveness.h"
+#include "estimator/predict.h"
+#include "tests/support/synthetic_trace.h"
+#include "tests/support/test_support.h"
+
+namespace psc {
+namespace {
+
+using test_support::TempTrace;
+
+constexpr uint32_t kMain = 0;
+constexpr uint64_t kScratch = 7;  // made and freed by a cold wave's first executions
+constexpr uint64_t kKept = 11;    // made by a cold wave and kept: the new shape's cache
+
+// One wave of `t` tokens: a layer's recompute makes 10t bytes, its backward
+// frees them. A cold wave's first executions also make kScratch bytes and
+// free them, and make kKept bytes that stay live to the end of the trace.
+void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold) {
+  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
+                          ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
+  s.push(kMain, "recompute/layer.0");
+  s.alloc(kMain, base + 1, 10 * t);
+  if (cold) {
+    s.alloc(kMain, base + 2, kScratch);
+    s.alloc(kMain, base + 3, kKept);
+    s.free(kMain, base + 2);
+  }
+  s.pop(kMain);
+  s.push(kMain, "backward/layer.0");
+  s.free(kMain, base + 1);
+  s.pop(kMain);
+  s.wave_end(kMain);
+}
+
+// Two steps of waves of 10 and 20 tokens: each size cold the first time.
+Calibration calibrated(const std::string& path) {
+  {
+    SyntheticTrace s(path);
+    for (int step = 0; step < 2; ++step) {
+      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 1), 10, step == 0);
+      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 2), 20, step == 0);
+    }
+    s.close();
+  }
+  const Liveness l = analyze_liveness(path);
+  EXPECT_EQ(l.waves.size(), 4u);
+  if (l.waves.size() == 4) {
+    EXPECT_EQ(l.waves[0].first_execution_max_live_bytes, kScratch + kKept);
+    EXPECT_EQ(l.waves[0].first_execution_kept_bytes, kKept);
+    EXPECT_EQ(l.waves[2].first_execution_kept_bytes, 0u);  // warm
+  }
+  return calibrate({l});
+}
+
+TEST(FirstExecution, WhatAColdWaveKeepsIsChargedPerNewShapeAndItsScratchOnce) {
+  TempTrace trace("first-execution");
+  const Calibration c = calibrated(trace.path);
+  EXPECT_EQ(c.first_execution_pairs, 2u);
+  // One new shape: its scratch and its cache live together.
+  EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
+  EXPECT_EQ(c.first_execution_per_shape_bytes, kKept);
+  EXPECT_EQ(c.first_execution_once_bytes, kScratch);
+  EXPECT_EQ(first_execution_allowance(c, 1), kScratch + kKept);
+  // Three shapes, each maybe new: three caches, one scratch at a time (the
+  // whole allowance per shape would have been 54).
+  EXPECT_EQ(first_execution_allowance(c, 3), kScratch + 3 * kKept);
+  EXPECT_EQ(calibrated_plan(c, true, 20, 3).transient_bytes, static_cast<pricing::Bytes>(kScratch + 3 * kKept));
+  EXPECT_EQ(calibrated_plan(c, false, 20, 3).profiled, true);
+}
+
+TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAllowancePerShape) {
+  TempTrace trace("first-execution-json");
+  const Calibration c = calibrated(trace.path);
+  CalibrationJson j = calibration_to_json(c);
+  EXPECT_EQ(j["first_execution"]["per_new_shape_bytes"], kKept);
+  EXPECT_EQ(j["first_execution"]["once_bytes"], kScratch);
+  const Calibration back = calibration_from_json(j);
+  EXPECT_EQ(first_execution_allowance(back, 3), kScratch + 3 * kKept);
+  // Written before the split: every shape was charged all of it, as then.
+  j["first_execution"].erase("per_new_shape_bytes");
+  j["first_execution"].erase("once_bytes");
+  const Calibration old = calibration_from_json(j);
+  EXPECT_EQ(first_execution_allowance(old, 1), kScratch + kKept);
+  EXPECT_EQ(first_execution_allowance(old, 3), 3 * (kScratch + kKept));
+}
+
+}  // namespace
+}  // namespace psc
