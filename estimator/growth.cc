@@ -428,7 +428,7 @@ bool GrowthTerm::prices_like(const GrowthTerm& o) const {
 }
 
 uint8_t GrowthTerm::outside_mask(WaveSize size) const {
-  if (sizes == 0) return 0;
+  if (sizes == 0 || within_knots(size)) return 0;
   const double eps = 1e-9;
   uint8_t out = 0;
   if (size.tokens < smallest.tokens || size.tokens > largest.tokens) out |= kOutsideTokens;

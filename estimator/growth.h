@@ -128,6 +128,20 @@ struct GrowthTerm {
   // The chord through the knots on either side of a wave of one sequence
   // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
   double chord(WaveSize size) const;
+  // A wave of one sequence inside the knots' tokens: the chord bounds it, so
+  // it is inside the calibrated sizes even where a packed calibration's plane
+  // never saw its squares (the plane is fitted on the packings and the
+  // shortest sequence alone; the longer ones are knots only).
+  // The longest sequence measured, squared: the plane's, or a longer one
+  // among the knots (a packed calibration's waves of one sequence).
+  double longest_measured_square() const {
+    const double knot = knots.empty() ? 0 : static_cast<double>(knots.back().tokens) * knots.back().tokens;
+    return std::max(largest.longest_square, knot);
+  }
+  bool within_knots(WaveSize size) const {
+    return knots.size() >= 2 && size.sequences <= 1 && size.tokens >= knots.front().tokens &&
+           size.tokens <= knots.back().tokens;
+  }
   // A packed wave whose longest sequence lies inside the knots' tokens (a
   // packed calibration's waves of one sequence): the plane's price of its
   // packing (squares floored, not charged twice) plus what one sequence of
@@ -200,11 +214,12 @@ struct GrowthTerm {
   // and took them when they priced better. The bound above would charge a
   // share the fit has already measured (up to 1 / least_longest_share times
   // the squares when a calibration wave packs many short sequences). The
-  // fit saw the longest's squares only up to the longest calibrated, though,
-  // and a term that is the maximum of several events can change events
-  // beyond it: there the squares the longest sequence has beyond the longest
-  // calibrated are charged twice (priced_size; an allowance measured on
-  // held-out models, not a bound: docs/pricing.md).
+  // fit saw the longest's squares only up to the longest measured, though
+  // (the plane's, or a longer knot: longest_measured_square), and a term
+  // that is the maximum of several events can change events beyond it: there
+  // the squares the longest sequence has beyond the longest measured are
+  // charged twice (priced_size; an allowance measured on held-out models,
+  // not a bound: docs/pricing.md).
   bool tells_longest_apart() const { return sizes >= 5 && largest.sequences > 1 && calibrated_one_sequence(); }
   // A calibration wave was one sequence (its longest held all its squares).
   bool calibrated_one_sequence() const { return longest_share >= 1 - 1e-9; }
@@ -227,12 +242,10 @@ struct GrowthTerm {
       return size;
     }
     size.square_tokens = floored_squares(size);
-    if (size.longest_square > largest.longest_square * (1 + 1e-9)) {
-      if (bounds_longer_sequences())
-        size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
-      else if (tells_longest_apart())
-        size.square_tokens += size.longest_square - largest.longest_square;
-    }
+    if (size.longest_square > largest.longest_square * (1 + 1e-9) && bounds_longer_sequences())
+      size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+    else if (size.longest_square > longest_measured_square() * (1 + 1e-9) && tells_longest_apart())
+      size.square_tokens += size.longest_square - longest_measured_square();
     return size;
   }
   // Priced with the conservative growth at this size.

@@ -195,12 +195,12 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
                     "(a bound: docs/pricing.md)",
                     std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
                     w.least_longest_share));
-  if (longest_square_beyond > 0 && w.tells_longest_apart())
+  if (longest_square_beyond > w.longest_measured_square() * (1 + 1e-9) && w.tells_longest_apart())
     out.push_back(fmt::format(
         "a longest sequence of {} tokens, beyond the longest calibrated ({}): the squares beyond {}^2 are charged "
         "twice (an allowance, not a bound: docs/pricing.md); calibrate with a sequence as long",
-        std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
-        std::lround(std::sqrt(w.largest.longest_square))));
+        std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.longest_measured_square())),
+        std::lround(std::sqrt(w.longest_measured_square()))));
   if (one_sequence_unseen)
     out.push_back(
         "a wave of one sequence, against a calibration of packed waves only: its squares are a larger share of its "

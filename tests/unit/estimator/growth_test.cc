@@ -377,6 +377,40 @@ TEST(GrowthPacked, TwoSizesOfOneSequenceBoundTheOnesBetweenByTheirChord) {
   EXPECT_EQ(term.bytes_at(long_among_short.size), 62200 + 10500 + term.margin_bytes);
 }
 
+// The recipe's long sequence is a knot beyond every packing's longest: up to
+// it, the longest sequence is measured. One sequence of the knot's length is
+// inside the calibrated sizes and priced through the chord (at the knot, what
+// it measured); a packed wave whose longest lies between the plane's longest
+// and the knot is priced through the plane and what one sequence that long
+// measured above it, its squares not charged twice; beyond the knot they are.
+// Counting the plane's longest alone priced the recipe's own long sequence at
+// 1.7 times its peak (multi-group seed 159, docs/pricing.md).
+TEST(GrowthPacked, TheLongestMeasuredSequenceIsTheRecipesKnot) {
+  auto truth = [](const std::vector<int64_t>& lengths) {
+    const WaveSize s = packed_of(lengths);
+    const double plane = 1000 + 100.0 * static_cast<double>(s.tokens) + 2 * s.square_tokens;
+    return GrowthPoint{s, static_cast<uint64_t>(std::max(plane, 2.8 * s.longest_square))};
+  };
+  std::vector<GrowthPoint> points;
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {20, 20}, {30, 40, 30}, {60, 40}, {25, 25, 25, 25, 25, 25, 25, 25}, {100}, {200}})
+    points.push_back(truth(lengths));
+  const GrowthTerm term = fit_growth(points);
+  ASSERT_TRUE(term.tells_longest_apart());
+  ASSERT_EQ(term.knots.size(), 2u);
+  EXPECT_DOUBLE_EQ(term.largest.longest_square, 100.0 * 100);
+  EXPECT_DOUBLE_EQ(term.longest_measured_square(), 200.0 * 200);
+  const GrowthPoint knot = truth({200});
+  EXPECT_EQ(term.outside_mask(knot.size), 0);
+  EXPECT_GE(term.bytes_at(knot.size), knot.bytes);
+  EXPECT_LE(term.bytes_at(knot.size), knot.bytes + term.margin_bytes + 1);
+  const GrowthPoint between = truth({150, 10});
+  EXPECT_EQ(term.priced_size(between.size).square_tokens, between.size.square_tokens);
+  EXPECT_GE(term.bytes_at(between.size), between.bytes);
+  const WaveSize beyond = packed_of({250, 10});
+  EXPECT_DOUBLE_EQ(term.priced_size(beyond).square_tokens, beyond.square_tokens + 250.0 * 250 - 200.0 * 200);
+}
+
 // The hull only ever raises a price: every packed fit grows with the squares
 // at a rate of zero or more (and so does its conservative growth), so more
 // squares never price less. Random packed calibrations of three to six
