@@ -512,15 +512,13 @@ void add_trace(const Liveness& t, size_t layers, const std::function<bool(const 
   c->traces.push_back(t.path);
   c->sequence_allowance_bytes = std::max<uint64_t>(
       c->sequence_allowance_bytes, (t.analysis.trace.header.flags & format::kHeaderHostMode) ? 64 : 512);
-  std::vector<WaveSize> shapes_run;  // every group shape an earlier wave of the trace ran
   for (const WaveLiveness& w : t.waves) {
-    const size_t new_shapes = shapes_not_run(w, shapes_run);
     if (!calibrates(w, use)) continue;
     ++c->waves;
     for (const WaveLiveness* part : one_group_parts(w)) add_part(*part, layers, s, c);
     if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
       add_equal_parts(w, layers, s.boundary, s.workspace, s.input_gradient, s.head_saved);
-    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, new_shapes, c);
+    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, c);
     if (w.runs_free_boundaries >= 0) {
       ++s.waves_cut_into_runs;
       s.waves_whose_runs_kept_boundaries += w.runs_free_boundaries == 0;

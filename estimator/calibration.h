@@ -149,15 +149,18 @@ struct Calibration {
   uint64_t sequence_allowance_bytes = 0;
   // The first-execution allowance of a cold wave with one new group shape:
   // the most a calibration cold wave added to its warm twin's peak, or held
-  // of first-execution allocations at once, whichever is more.
+  // of first-execution allocations at once, whichever is more, plus the
+  // device samples' unexplained growth; never below once + per_shape.
   uint64_t first_execution_bytes = 0;
   // What each further new shape adds (first_execution_allowance): the most a
-  // cold wave kept past its end per new group shape (kept_bytes), plus what
-  // the device samples saw and no record explains. Calibrations written
-  // before it charged first_execution_bytes per shape; read so (= bytes).
+  // cold wave's first executions kept (all but what one range made and
+  // freed: WaveLiveness::first_execution_kept_bytes), plus what its peak
+  // rose by beyond them and the device samples' unexplained growth.
+  // Calibrations written before it charged first_execution_bytes per shape;
+  // read so (= bytes).
   uint64_t first_execution_per_shape_bytes = 0;
-  // Of first_execution_bytes, the part made and freed inside a wave (a
-  // wave's most, less what it kept), held by one shape at a time.
+  // The most a cold wave's first executions made and freed in one range
+  // (scratch), held by one shape at a time.
   uint64_t first_execution_once_bytes = 0;
   size_t first_execution_pairs = 0;
   uint64_t first_execution_at_peak_bytes = 0;  // largest of unmatched allocations live at a cold peak

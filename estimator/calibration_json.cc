@@ -350,11 +350,11 @@ Calibration calibration_from_json(const CalibrationJson& j) {
   c.first_execution_pairs = count(first, "pairs", where + ".first_execution");
   // Absent in calibrations written before it: every new shape was charged
   // the whole allowance, as they priced.
-  c.first_execution_per_shape_bytes = first.contains("per_new_shape_bytes")
+  auto given = [&](const char* key) { return first.contains(key) && !first[key].is_null(); };
+  c.first_execution_per_shape_bytes = given("per_new_shape_bytes")
                                           ? count(first, "per_new_shape_bytes", where + ".first_execution")
                                           : c.first_execution_bytes;
-  if (first.contains("once_bytes"))
-    c.first_execution_once_bytes = count(first, "once_bytes", where + ".first_execution");
+  if (given("once_bytes")) c.first_execution_once_bytes = count(first, "once_bytes", where + ".first_execution");
   c.waves = count(j, "waves", where);
   // Absent in calibrations written before the margin was derived: the flat
   // safety factor prices them, as it did.

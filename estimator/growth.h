@@ -128,19 +128,21 @@ struct GrowthTerm {
   // The chord through the knots on either side of a wave of one sequence
   // inside the knots' tokens; 0 elsewhere (no bound from the chords there).
   double chord(WaveSize size) const;
-  // A wave of one sequence inside the knots' tokens: the chord bounds it, so
-  // it is inside the calibrated sizes even where a packed calibration's plane
-  // never saw its squares (the plane is fitted on the packings and the
-  // shortest sequence alone; the longer ones are knots only).
   // The longest sequence measured, squared: the plane's, or a longer one
   // among the knots (a packed calibration's waves of one sequence).
   double longest_measured_square() const {
     const double knot = knots.empty() ? 0 : static_cast<double>(knots.back().tokens) * knots.back().tokens;
     return std::max(largest.longest_square, knot);
   }
+  // A wave of one sequence (its squares its tokens', not a packed wave's
+  // share) inside the knots' tokens: the chord bounds it, so it is inside the
+  // calibrated sizes even where a packed calibration's plane never saw its
+  // squares (the plane is fitted on the packings and the shortest sequence
+  // alone; the longer ones are knots only).
   bool within_knots(WaveSize size) const {
-    return knots.size() >= 2 && size.sequences <= 1 && size.tokens >= knots.front().tokens &&
-           size.tokens <= knots.back().tokens;
+    const double one_sequence = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
+    return knots.size() >= 2 && size.sequences <= 1 && size.square_tokens <= one_sequence * (1 + 1e-9) &&
+           size.tokens >= knots.front().tokens && size.tokens <= knots.back().tokens;
   }
   // A packed wave whose longest sequence lies inside the knots' tokens (a
   // packed calibration's waves of one sequence): the plane's price of its
@@ -242,10 +244,12 @@ struct GrowthTerm {
       return size;
     }
     size.square_tokens = floored_squares(size);
-    if (size.longest_square > largest.longest_square * (1 + 1e-9) && bounds_longer_sequences())
-      size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
-    else if (size.longest_square > longest_measured_square() * (1 + 1e-9) && tells_longest_apart())
-      size.square_tokens += size.longest_square - longest_measured_square();
+    if (size.longest_square > longest_measured_square() * (1 + 1e-9)) {
+      if (bounds_longer_sequences())
+        size.square_tokens = std::max(size.square_tokens, size.longest_square / least_longest_share);
+      else if (tells_longest_apart())
+        size.square_tokens += size.longest_square - longest_measured_square();
+    }
     return size;
   }
   // Priced with the conservative growth at this size.

@@ -114,7 +114,8 @@ class LivenessPass : public LifetimeObserver {
     if (!kept) return;
     const bool live = l.end.kind == EndKind::kStillLive;
     made.push_back(Made{l.alloc.ordinal, live ? UINT64_MAX : l.end.ordinal, l.alloc.seq, live ? UINT64_MAX : l.end.seq,
-                        l.alloc.bytes, l.alloc.range.value, l.alloc.wave, a.layer, a.category, a.category});
+                        l.alloc.bytes, l.alloc.range.value, l.alloc.wave, a.layer, a.category, a.category,
+                        live ? UINT32_MAX : l.end.range.value});
   }
 
   bool spans_a_cold_start(const Lifetime& l) const {
@@ -337,9 +338,13 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
       break;
     }
     cold.first_execution_max_live_bytes = most_live(by_wave[i], Category::kFirstExecution);
-    for (const Made* m : by_wave[i])
-      if (m->category == Category::kFirstExecution && m->end_ordinal > analysis.waves[i].span.end_ordinal)
-        cold.first_execution_kept_bytes += m->bytes;
+    for (const Made* m : by_wave[i]) {
+      // Scratch is made and freed in one range of the wave; anything else
+      // may be live while another group runs (a group's forward and its
+      // backward are apart when several groups run), and is kept.
+      const bool scratch = m->end_ordinal <= analysis.waves[i].span.end_ordinal && m->end_range == m->range;
+      if (m->category == Category::kFirstExecution && !scratch) cold.first_execution_kept_bytes += m->bytes;
+    }
     // Later waves found them live as if they were gradients: no longer.
     for (const Made* m : not_gradients) {
       for (size_t j = 0; j < analysis.waves.size() && j < pass.gradient_live_at_start.size(); ++j) {

@@ -172,10 +172,12 @@ struct WaveLiveness {
   // sit at another moment than its twin's, and the gap between the two
   // moments changes with size).
   uint64_t first_execution_max_live_bytes = 0;
-  // Of those, the bytes still live when the wave ends: what its new shapes
-  // left behind (a kernel library's plans and caches, kept per shape), which
-  // a wave of several new shapes holds once per shape, where what first
-  // executions make and free again inside the wave is held by one at a time.
+  // Of those, the bytes not made and freed in one range of the wave: what
+  // its new shapes left behind (a kernel library's plans and caches, kept
+  // per shape), or held from one range to another (a group's forward to its
+  // backward, while other groups run), which a wave of several new shapes
+  // holds once per shape; what first executions make and free in one range
+  // (scratch) is held by one shape at a time.
   uint64_t first_execution_kept_bytes = 0;
 };
 

@@ -188,12 +188,12 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
     out.push_back(fmt::format(
         "outside the calibrated sizes (tokens per group {}..{}; outside in {}): {} priced with the conservative growth",
         w.smallest.tokens, w.largest.tokens, list(GrowthTerm::feature_names(features)), list(outside)));
-  if (longest_square_beyond > 0 && w.bounds_longer_sequences())
+  if (longest_square_beyond > w.longest_measured_square() * (1 + 1e-9) && w.bounds_longer_sequences())
     out.push_back(
         fmt::format("a longest sequence of {} tokens, beyond the longest calibrated ({}): its squares are priced as "
                     "l_max^2 / {:.3g}, the smallest share of a calibration wave's squares in its longest sequence "
                     "(a bound: docs/pricing.md)",
-                    std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.largest.longest_square)),
+                    std::lround(std::sqrt(longest_square_beyond)), std::lround(std::sqrt(w.longest_measured_square())),
                     w.least_longest_share));
   if (longest_square_beyond > w.longest_measured_square() * (1 + 1e-9) && w.tells_longest_apart())
     out.push_back(fmt::format(

@@ -109,8 +109,12 @@ pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t
 // Charged once a wave in all, cold waves of two new group sizes priced
 // 2.3 KB under (docs/accuracy.md).
 inline uint64_t first_execution_allowance(const Calibration& calibration, size_t groups) {
-  return calibration.first_execution_bytes +
-         calibration.first_execution_per_shape_bytes * (std::max<size_t>(1, groups) - 1);
+  uint64_t further = 0, all = 0;  // saturating: a calibration's counts are read from a file
+  if (__builtin_mul_overflow(calibration.first_execution_per_shape_bytes,
+                             static_cast<uint64_t>(std::max<size_t>(1, groups) - 1), &further) ||
+      __builtin_add_overflow(calibration.first_execution_bytes, further, &all))
+    return UINT64_MAX;
+  return all;
 }
 // How many shapes (tokens and packing) the groups of `sizes` have: equal
 // WaveSizes are one shape.

@@ -24,7 +24,8 @@ struct Made {
   int32_t wave;
   int32_t layer;
   Category category;
-  Category classified_as;  // what the Classifier said, before the wave-level rules
+  Category classified_as;           // what the Classifier said, before the wave-level rules
+  uint32_t end_range = UINT32_MAX;  // the range it was freed in; UINT32_MAX: still live
 };
 
 // ---- estimator/wave_rules.cc: the rules that change categories ----

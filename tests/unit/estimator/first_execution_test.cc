@@ -23,8 +23,10 @@ constexpr uint64_t kKept = 11;    // made by a cold wave and kept: the new shape
 
 // One wave of `t` tokens: a layer's recompute makes 10t bytes, its backward
 // frees them. A cold wave's first executions also make kScratch bytes and
-// free them, and make kKept bytes that stay live to the end of the trace.
-void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold) {
+// free them (in the same range, or with `apart` in the backward: held from
+// one range to another, as a group's forward to its backward while other
+// groups run), and make kKept bytes that stay live to the end of the trace.
+void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = false) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   s.push(kMain, "recompute/layer.0");
@@ -32,22 +34,23 @@ void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold) {
   if (cold) {
     s.alloc(kMain, base + 2, kScratch);
     s.alloc(kMain, base + 3, kKept);
-    s.free(kMain, base + 2);
+    if (!apart) s.free(kMain, base + 2);
   }
   s.pop(kMain);
   s.push(kMain, "backward/layer.0");
+  if (cold && apart) s.free(kMain, base + 2);
   s.free(kMain, base + 1);
   s.pop(kMain);
   s.wave_end(kMain);
 }
 
 // Two steps of waves of 10 and 20 tokens: each size cold the first time.
-Calibration calibrated(const std::string& path) {
+Calibration calibrated(const std::string& path, bool apart = false) {
   {
     SyntheticTrace s(path);
     for (int step = 0; step < 2; ++step) {
-      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 1), 10, step == 0);
-      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 2), 20, step == 0);
+      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 1), 10, step == 0, apart);
+      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 2), 20, step == 0, apart);
     }
     s.close();
   }
@@ -55,7 +58,7 @@ Calibration calibrated(const std::string& path) {
   EXPECT_EQ(l.waves.size(), 4u);
   if (l.waves.size() == 4) {
     EXPECT_EQ(l.waves[0].first_execution_max_live_bytes, kScratch + kKept);
-    EXPECT_EQ(l.waves[0].first_execution_kept_bytes, kKept);
+    EXPECT_EQ(l.waves[0].first_execution_kept_bytes, apart ? kScratch + kKept : kKept);
     EXPECT_EQ(l.waves[2].first_execution_kept_bytes, 0u);  // warm
   }
   return calibrate({l});
@@ -77,6 +80,18 @@ TEST(FirstExecution, WhatAColdWaveKeepsIsChargedPerNewShapeAndItsScratchOnce) {
   EXPECT_EQ(calibrated_plan(c, false, 20, 3).profiled, true);
 }
 
+// Made in one range and freed in another, first-execution memory may be
+// live while other groups run: a wave of several new shapes holds it once
+// per shape.
+TEST(FirstExecution, WhatOneRangeMakesAndAnotherFreesIsChargedPerNewShape) {
+  TempTrace trace("first-execution-apart");
+  const Calibration c = calibrated(trace.path, true);
+  EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
+  EXPECT_EQ(c.first_execution_per_shape_bytes, kScratch + kKept);
+  EXPECT_EQ(c.first_execution_once_bytes, 0u);
+  EXPECT_EQ(first_execution_allowance(c, 3), 3 * (kScratch + kKept));
+}
+
 TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAllowancePerShape) {
   TempTrace trace("first-execution-json");
   const Calibration c = calibrated(trace.path);
@@ -91,6 +106,12 @@ TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAl
   const Calibration old = calibration_from_json(j);
   EXPECT_EQ(first_execution_allowance(old, 1), kScratch + kKept);
   EXPECT_EQ(first_execution_allowance(old, 3), 3 * (kScratch + kKept));
+  j["first_execution"]["per_new_shape_bytes"] = nullptr;  // null reads as absent
+  EXPECT_EQ(first_execution_allowance(calibration_from_json(j), 3), 3 * (kScratch + kKept));
+  // Counts near the limit saturate rather than wrap.
+  Calibration huge = back;
+  huge.first_execution_per_shape_bytes = UINT64_MAX / 2;
+  EXPECT_EQ(first_execution_allowance(huge, 4), UINT64_MAX);
 }
 
 }  // namespace

@@ -404,6 +404,11 @@ TEST(GrowthPacked, TheLongestMeasuredSequenceIsTheRecipesKnot) {
   EXPECT_EQ(term.outside_mask(knot.size), 0);
   EXPECT_GE(term.bytes_at(knot.size), knot.bytes);
   EXPECT_LE(term.bytes_at(knot.size), knot.bytes + term.margin_bytes + 1);
+  // A group's share of a packed wave can be one sequence with more squares
+  // than one sequence of its tokens has: not a knot's kind of wave.
+  const WaveSize share{150, 1.5 * 150 * 150, 150.0 * 150, 1};
+  EXPECT_FALSE(term.within_knots(share));
+  EXPECT_NE(term.outside_mask(share), 0);
   const GrowthPoint between = truth({150, 10});
   EXPECT_EQ(term.priced_size(between.size).square_tokens, between.size.square_tokens);
   EXPECT_GE(term.bytes_at(between.size), between.bytes);

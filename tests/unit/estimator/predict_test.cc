@@ -219,8 +219,10 @@ TEST(Predict, OutsideTheCalibratedSizesSaysSo) {
 TEST(Predict, OutsideNamesTheFeaturesAndTheLongestSequenceBound) {
   Calibration c = two_layers();
   // As if calibrated on packed waves of up to 4 sequences, the longest 40
-  // tokens, its share of the squares from 0.25 to 0.5.
+  // tokens, its share of the squares from 0.25 to 0.5 (and no two waves of
+  // one sequence: no knots).
   auto saw_packing = [](GrowthTerm& t) {
+    t.knots.clear();
     t.largest.sequences = 4;
     t.largest.longest_square = 40 * 40;
     t.longest_share = 0.5;
