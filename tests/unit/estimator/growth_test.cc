@@ -333,6 +333,15 @@ TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
   EXPECT_TRUE(fit_growth(points({16, 32, 64}, 10, 2, 1)).squares_floor.empty());
 }
 
+// A term that is a plane in tokens and squares at packings, and whose
+// maximum moves to another event on long single sequences (attention's
+// transients over the one sequence: 2.8 bytes a squared token).
+GrowthPoint plane_or_long_sequence(const std::vector<int64_t>& lengths) {
+  const WaveSize s = packed_of(lengths);
+  const double plane = 1000 + 100.0 * static_cast<double>(s.tokens) + 2 * s.square_tokens;
+  return GrowthPoint{s, static_cast<uint64_t>(std::max(plane, 2.8 * s.longest_square))};
+}
+
 // README's recipe adds one sequence as long as the packer's longest to a
 // packed calibration. A term whose maximum moves to another event on long
 // single sequences (attention's transients over the one sequence: 2.8 bytes
@@ -343,11 +352,7 @@ TEST(GrowthPacked, ShorterSequencesThanCalibratedArePricedAtTheHullsSquares) {
 // between two bounds it) and stay out of the plane, whose range they do not
 // widen: the price is at least the chord, and covers the truth.
 TEST(GrowthPacked, TwoSizesOfOneSequenceBoundTheOnesBetweenByTheirChord) {
-  auto truth = [](const std::vector<int64_t>& lengths) {
-    const WaveSize s = packed_of(lengths);
-    const double plane = 1000 + 100.0 * static_cast<double>(s.tokens) + 2 * s.square_tokens;
-    return GrowthPoint{s, static_cast<uint64_t>(std::max(plane, 2.8 * s.longest_square))};
-  };
+  const auto truth = plane_or_long_sequence;
   std::vector<GrowthPoint> points;
   for (const auto& lengths :
        std::vector<std::vector<int64_t>>{{20, 20}, {30, 40, 30}, {160, 40}, {25, 25, 25, 25, 25, 25, 25, 25}, {100}})
@@ -386,11 +391,7 @@ TEST(GrowthPacked, TwoSizesOfOneSequenceBoundTheOnesBetweenByTheirChord) {
 // Counting the plane's longest alone priced the recipe's own long sequence at
 // 1.7 times its peak (multi-group seed 159, docs/pricing.md).
 TEST(GrowthPacked, TheLongestMeasuredSequenceIsTheRecipesKnot) {
-  auto truth = [](const std::vector<int64_t>& lengths) {
-    const WaveSize s = packed_of(lengths);
-    const double plane = 1000 + 100.0 * static_cast<double>(s.tokens) + 2 * s.square_tokens;
-    return GrowthPoint{s, static_cast<uint64_t>(std::max(plane, 2.8 * s.longest_square))};
-  };
+  const auto truth = plane_or_long_sequence;
   std::vector<GrowthPoint> points;
   for (const auto& lengths : std::vector<std::vector<int64_t>>{
            {20, 20}, {30, 40, 30}, {60, 40}, {25, 25, 25, 25, 25, 25, 25, 25}, {100}, {200}})
