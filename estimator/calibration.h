@@ -138,11 +138,12 @@ struct Calibration {
   // moments were measured): prices then charge the sum of the terms' maxima.
   std::optional<MomentFits> moments;
   std::map<std::string, std::vector<uint64_t>> adapter_gradient_bytes;  // slot → per layer
-  // Packed waves packed as no calibration wave was (more sequences, a longer
-  // or larger share of longest sequence): fixed costs per sequence (index and
-  // length tensors) are not in the fits, which took them into their other
-  // coefficients at the calibrated packings. Each of such a wave's sequences
-  // is charged this much: one allocation granule, 64 bytes on the host
+  // Fixed costs per sequence (index and length tensors) are not in a packed
+  // calibration's fits, which took them into their other coefficients at the
+  // calibrated packings; at any other (more sequences, a longer or larger
+  // share of longest sequence, one sequence) they can be off by them. Each
+  // sequence of a packed group, or of any group priced from a packed
+  // calibration, is charged this much: one allocation granule, 64 bytes on the host
   // (PyTorch's CPU alignment), 512 on a device (the caching allocator's
   // smallest block). Measured misses they cover on the held-out models: 2 to
   // 50 bytes a wave (docs/accuracy.md).

@@ -298,14 +298,13 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
       group.pending_gradient_bytes[i] = as_bytes(gradient[i] - already);
     }
     if (by_moments) group.moments = moments_at(values, 0, 0, gradient, group.pending_gradient_bytes);
-    // A packed group: the fits take per-sequence fixed costs into their other
-    // coefficients, exactly only at the calibrated packings; at another one,
-    // even inside the calibrated ranges (six short sequences against
-    // calibrations of one to eight), they can be off by a few bytes a
+    // A packed group, or any group of a packed calibration: the fits take
+    // per-sequence fixed costs into their other coefficients, exactly only at
+    // the calibrated packings; at another (one sequence is a packing of one),
+    // even inside the calibrated ranges, they can be off by a few bytes a
     // sequence. Each of the group's sequences is charged its granule
-    // (Calibration::sequence_allowance_bytes); a packing outside the
-    // calibrated ones is also noted.
-    if (size.sequences > 1 && c.sequence_allowance_bytes > 0) {
+    // (Calibration::sequence_allowance_bytes); an unseen packing is noted.
+    if ((size.sequences > 1 || c.workspace.largest.sequences > 1) && c.sequence_allowance_bytes > 0) {
       forward.output_bytes += as_bytes(static_cast<uint64_t>(std::ceil(size.sequences)) * c.sequence_allowance_bytes);
       if (extrapolation && unseen_packing(c.workspace, size))
         extrapolation->note("sequences", c.workspace, size, c.workspace.outside_mask(size));
