@@ -149,9 +149,9 @@ struct Calibration {
   // 50 bytes a wave (docs/accuracy.md).
   uint64_t sequence_allowance_bytes = 0;
   // The first-execution allowance of a cold wave with one new group shape:
-  // the most a calibration cold wave added to its warm twin's peak, or held
-  // of first-execution allocations at once, whichever is more, plus the
-  // device samples' unexplained growth; never below once + per_shape.
+  // once + per_shape, which covers what any calibration cold wave added to
+  // its warm twin's peak, or held of first-execution allocations at once,
+  // whichever is more, plus the device samples' unexplained growth.
   uint64_t first_execution_bytes = 0;
   // What each further new shape adds (first_execution_allowance): the most a
   // cold wave's first executions kept (all but what one range made and

@@ -36,9 +36,10 @@ void add_first_execution(const Liveness& t, const WaveLiveness& cold, Calibratio
       peak_delta > cold.first_execution_max_live_bytes ? peak_delta - cold.first_execution_max_live_bytes : 0;
   c->first_execution_once_bytes = std::max(c->first_execution_once_bytes, cold.first_execution_max_live_bytes - kept);
   c->first_execution_per_shape_bytes = std::max(c->first_execution_per_shape_bytes, kept + beyond + unexplained);
-  c->first_execution_bytes =
-      std::max({c->first_execution_bytes, std::max(peak_delta, cold.first_execution_max_live_bytes) + unexplained,
-                c->first_execution_once_bytes + c->first_execution_per_shape_bytes});
+  // This wave added once + per-shape of its own (its most live, what the peak
+  // rose by beyond it, the unexplained growth); the sum of the largest of
+  // each covers every wave's.
+  c->first_execution_bytes = c->first_execution_once_bytes + c->first_execution_per_shape_bytes;
   c->first_execution_at_peak_bytes = std::max(c->first_execution_at_peak_bytes, cold.first_execution_at_peak_bytes);
 }
 
