@@ -203,7 +203,10 @@ def run(arguments, modules, out=sys.stdout):
             positions = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0).to(device)
             if cuda:
                 torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
+                try:
+                    torch.cuda.reset_peak_memory_stats()
+                except RuntimeError:  # a pluggable allocator keeps no peak to reset
+                    pass
             sampler.reset()
             wave_started = time.perf_counter()
             with peakscope.wave(tokens=tokens, slots=[arguments.slot], groups=1, cold=cold,
