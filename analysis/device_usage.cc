@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/pool_reserve.h"
 #include "common/json_file.h"
 #include "traces/device_address.h"
 
@@ -34,25 +35,6 @@ bool device_index(int16_t device, size_t* index) {
   if (device < -1 || device >= kMaxDevices) return false;
   *index = static_cast<size_t>(device + 1);
   return true;
-}
-
-nlohmann::json parse_object(std::string_view text) {
-  nlohmann::json j = parse_json_payload(text);
-  return j.is_object() ? j : nlohmann::json::object();
-}
-
-std::string string_field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
-uint64_t unsigned_field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end()) return 0;
-  if (it->is_number_unsigned()) return it->get<uint64_t>();
-  if (it->is_number_integer()) return static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
-  return 0;
 }
 
 struct Made {
@@ -105,6 +87,8 @@ struct DeviceUsagePass::State {
     uint64_t cupti_only;
     int32_t wave;
     StringId range;
+    uint64_t pool_reserved = 0;
+    uint64_t pool_live[kMemoryLevelCount] = {0, 0};
   };
   struct FirstKernel {
     uint64_t time_ns;
@@ -138,6 +122,7 @@ struct DeviceUsagePass::State {
   std::vector<FirstKernel> first_kernels;
   uint64_t modules_loaded = 0, modules_unloaded = 0, module_bytes = 0, contexts = 0, streams = 0;
   std::map<uint32_t, PoolCounter> pools;
+  PoolReserve pool_reserve;
   std::vector<std::string> unavailable;
   std::map<std::pair<uint64_t, uint64_t>, size_t> stream_index;  // (context id, stream id) → cupti_streams
   std::vector<CuptiStream> cupti_streams;
@@ -162,7 +147,12 @@ struct DeviceUsagePass::State {
     const int level = static_cast<int>(memory_level_of(e));
     auto& r = replays[level];
     if (r.size() <= index) r.resize(index + 1);
+    const uint64_t before = r[index].live_bytes();
     if (r[index].apply(e, EventSite{ordinal, {}, -1}) == MemoryReplay::Effect::kAllocated) ++hooked_allocs[level];
+    if (e.memory == MemoryKind::kPool)
+      pool_reserve.moved(index, static_cast<MemoryLevel>(level),
+                         static_cast<int64_t>(r[index].live_bytes()) - static_cast<int64_t>(before));
+    pool_reserve.touched(index);
   }
 
   void cupti_memory(const Event& e, size_t index) {
@@ -202,11 +192,19 @@ struct DeviceUsagePass::State {
       size_t index = 0;
       if (!device_index(e.device, &index)) return;
       Sample s{ordinal, e.seq, e.time_ns, e.device, e.bytes, {}, 0, scope.current_wave(), scope.attributed_range(e)};
-      for (int l = 0; l < kMemoryLevelCount; ++l) s.live[l] = live_on(static_cast<MemoryLevel>(l), index);
+      for (int l = 0; l < kMemoryLevelCount; ++l) {
+        s.live[l] = live_on(static_cast<MemoryLevel>(l), index);
+        s.pool_live[l] = pool_reserve.live(index, static_cast<MemoryLevel>(l));
+      }
       s.cupti_only = index < cupti_live_by_device.size() ? cupti_live_by_device[index] : 0;
+      s.pool_reserved = pool_reserve.reserved(index);
+      pool_reserve.sampled(index, samples.size());
       samples.push_back(s);
     } else if (name == kTotalCounter) {
       totals[e.device] = e.bytes;
+    } else if (size_t index = 0; is_pool_reserved_counter(name) && device_index(e.device, &index)) {
+      const size_t sample = pool_reserve.counter(index, e.name.value, e.bytes);
+      if (sample != PoolReserve::kNoSample) samples[sample].pool_reserved = pool_reserve.reserved(index);
     } else if (name.substr(0, kPoolPrefix.size()) == kPoolPrefix) {
       PoolCounter& p = pools[e.name.value];
       p.name = std::string(name);
@@ -218,23 +216,23 @@ struct DeviceUsagePass::State {
 
   void stream(const nlohmann::json& payload) {
     ++streams;
-    const std::pair<uint64_t, uint64_t> key{unsigned_field(payload, "context_id"),
-                                            unsigned_field(payload, "stream_id")};
+    const std::pair<uint64_t, uint64_t> key{json_unsigned_field(payload, "context_id"),
+                                            json_unsigned_field(payload, "stream_id")};
     auto [it, fresh] = stream_index.emplace(key, cupti_streams.size());
     if (fresh) {
       CuptiStream s;
-      s.handle = unsigned_field(payload, "stream");
+      s.handle = json_unsigned_field(payload, "stream");
       s.context_id = key.first;
       s.stream_id = key.second;
       const auto device = payload.find("device");
       if (device != payload.end() && device->is_number_integer()) s.device = device->get<int64_t>();
       cupti_streams.push_back(s);
     }
-    if (string_field(payload, "event") == "destroy") cupti_streams[it->second].destroyed = true;
+    if (json_string_field(payload, "event") == "destroy") cupti_streams[it->second].destroyed = true;
   }
 
   void resource_name(const nlohmann::json& payload) {
-    const std::string kind = string_field(payload, "kind"), api = string_field(payload, "api");
+    const std::string kind = json_string_field(payload, "kind"), api = json_string_field(payload, "api");
     const auto handle = payload.find("handle");
     if (kind.empty() || handle == payload.end() || !handle->is_number_integer()) return;
     // A device ordinal may be negative: keep its bits.
@@ -243,7 +241,7 @@ struct DeviceUsagePass::State {
     auto [it, fresh] = named_index.emplace(std::make_tuple(kind, api, value), named.size());
     if (fresh) named.push_back(NamedResource{kind, api, value, {}, 0, false});
     NamedResource& r = named[it->second];
-    r.name = string_field(payload, "name");
+    r.name = json_string_field(payload, "name");
     ++r.times_named;
     if (kind == "stream") stream_names[value] = r.name;
   }
@@ -251,29 +249,29 @@ struct DeviceUsagePass::State {
   void mark(const Event& e, const TraceMeta& meta) {
     const std::string_view name = meta.string(e.name);
     if (name == kResourceName) {
-      resource_name(parse_object(meta.string(e.payload)));
+      resource_name(parse_json_object(meta.string(e.payload)));
       return;
     }
     if (name.substr(0, 6) != "cupti.") return;
     cupti_marks = true;
-    const nlohmann::json payload = parse_object(meta.string(e.payload));
+    const nlohmann::json payload = parse_json_object(meta.string(e.payload));
     if (name == kFirstKernel) {
-      first_kernels.push_back(
-          FirstKernel{e.time_ns, scope.current_wave(), scope.attributed_range(e), string_field(payload, "kernel")});
+      first_kernels.push_back(FirstKernel{e.time_ns, scope.current_wave(), scope.attributed_range(e),
+                                          json_string_field(payload, "kernel")});
     } else if (name == kModule) {
-      if (string_field(payload, "event") == "unload") {
+      if (json_string_field(payload, "event") == "unload") {
         ++modules_unloaded;
       } else {
         ++modules_loaded;
-        module_bytes += unsigned_field(payload, "bytes");
+        module_bytes += json_unsigned_field(payload, "bytes");
       }
     } else if (name == kContext) {
       ++contexts;
     } else if (name == kStream) {
       stream(payload);
     } else if (name == kUnavailable) {
-      const std::string reason = string_field(payload, "reason");
-      const std::string tool = string_field(payload, "tool");
+      const std::string reason = json_string_field(payload, "reason");
+      const std::string tool = json_string_field(payload, "tool");
       std::string notice = reason.empty() ? "CUPTI unavailable" : reason;
       if (!tool.empty()) notice += " (" + tool + ")";
       if (std::find(unavailable.begin(), unavailable.end(), notice) == unavailable.end()) unavailable.push_back(notice);
@@ -344,8 +342,15 @@ void name_streams(const std::vector<CuptiStream>& streams, const std::map<uint64
 
 // A kept sample as the result shows it.
 DeviceSample DeviceUsagePass::State::sample_of(const Sample& x, int level) const {
-  return DeviceSample{x.seq,         x.time_ns,    x.device, x.used,
-                      x.live[level], x.cupti_only, x.wave,   name_of(strings, x.range)};
+  return DeviceSample{x.seq,
+                      x.time_ns,
+                      x.device,
+                      x.used,
+                      x.live[level],
+                      x.cupti_only,
+                      x.wave,
+                      name_of(strings, x.range),
+                      pool_slack(x.pool_reserved, x.pool_live[level])};
 }
 
 // Each device with a total or a sample: its size and the most it used, in

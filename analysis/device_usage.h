@@ -19,7 +19,8 @@
 // allocations of the outermost level the trace has (reserved when it has
 // segment-level allocations, else allocated); outside = used − accounted:
 // context, modules, library workspaces, the caching allocator's slack when
-// only tensors are hooked. Of the outside bytes, CUPTI-only allocations
+// only tensors are hooked (a memory pool's slack is subtracted too:
+// analysis/pool_reserve.h). Of the outside bytes, CUPTI-only allocations
 // explain some (by source); the rest is `unexplained`.
 //
 // Cold versus warm (cold_minus_warm): a wave's device-level growth is its
@@ -54,9 +55,14 @@ struct DeviceSample {
   uint64_t accounted_bytes = 0;   // hooked allocations live on the device (accounted level)
   uint64_t cupti_only_bytes = 0;  // CUPTI-only allocations live on the device
   int32_t wave = -1;
-  std::string range;  // range open where the sample was taken
+  std::string range;              // range open where the sample was taken
+  uint64_t pool_slack_bytes = 0;  // memory pools' reserve beyond their live allocations (pool_reserve.h)
 
-  int64_t outside_bytes() const { return static_cast<int64_t>(used_bytes) - static_cast<int64_t>(accounted_bytes); }
+  // Outside any allocator: a pool's slack is its allocator's memory.
+  int64_t outside_bytes() const {
+    return static_cast<int64_t>(used_bytes) - static_cast<int64_t>(accounted_bytes) -
+           static_cast<int64_t>(pool_slack_bytes);
+  }
   int64_t unexplained_bytes() const { return outside_bytes() - static_cast<int64_t>(cupti_only_bytes); }
 };
 

@@ -74,6 +74,7 @@ json sample_to_json(const std::optional<DeviceSample>& s) {
           {"device", s->device},
           {"used_bytes", s->used_bytes},
           {"accounted_bytes", s->accounted_bytes},
+          {"pool_slack_bytes", s->pool_slack_bytes},
           {"outside_bytes", s->outside_bytes()},
           {"cupti_only_bytes", s->cupti_only_bytes},
           {"unexplained_bytes", s->unexplained_bytes()},

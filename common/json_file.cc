@@ -1,5 +1,6 @@
 #include "common/json_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -41,6 +42,25 @@ bool json_nested_deeper_than(std::string_view text, size_t max_depth) {
 nlohmann::json parse_json_payload(std::string_view text) {
   if (json_nested_deeper_than(text, kMaxJsonDepth)) return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+nlohmann::json parse_json_object(std::string_view text) {
+  nlohmann::json j = parse_json_payload(text);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+std::string json_string_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+uint64_t json_unsigned_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer()) return static_cast<uint64_t>(std::max<int64_t>(0, it->get<int64_t>()));
+  return 0;
 }
 
 nlohmann::ordered_json read_json_file(const std::string& path) {

@@ -3,6 +3,7 @@
 // and the reason the same way.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -34,6 +35,13 @@ bool json_nested_deeper_than(std::string_view text, size_t max_depth);
 // Parses a payload recorded in a trace (a wave's, a mark's): a discarded
 // value when it is not JSON or nests deeper than kMaxJsonDepth.
 nlohmann::json parse_json_payload(std::string_view text);
+
+// The same, as an object: an empty one when the payload is not a JSON object.
+nlohmann::json parse_json_object(std::string_view text);
+// A payload's field as text ("" when absent or null; a non-string as its
+// JSON), and as a count (0 when absent, negative or not an integer).
+std::string json_string_field(const nlohmann::json& j, const char* key);
+uint64_t json_unsigned_field(const nlohmann::json& j, const char* key);
 
 // Reads and parses a regular file (no FIFO, device or directory); object keys keep the file's order.
 nlohmann::ordered_json read_json_file(const std::string& path);

@@ -310,6 +310,54 @@ TEST(DeviceUsage, ReservedLevelIsWhatSamplesAreAccountedAgainst) {
   EXPECT_EQ(a.device.after_peak->outside_bytes(), 300);
 }
 
+// A memory pool keeps freed memory: its reserve beyond its live allocations
+// is an allocator's, not first-execution memory. The recorder samples the
+// pool's reserve right after the device sample of the same boundary.
+TEST(DeviceUsage, APoolsSlackIsNotOutsideAnyAllocator) {
+  TempTrace trace("pool");
+  constexpr uint64_t kContext = 1'000'000, kReserve = 1 << 20, kTensor = 4096, kModule = 70'000;
+  SyntheticTrace::Memory pool;
+  pool.memory = MemoryKind::kPool;
+  pool.api = Api::kTorchPluggable;
+  {
+    SyntheticTrace t(trace.path);
+    t.counter(kMain, "device_used_bytes", kContext, 0);
+    for (int wave = 0; wave < 2; ++wave) {
+      const bool cold = wave == 0;
+      t.wave_begin(kMain, cold ? R"({"tokens":8,"cold":true})" : R"({"tokens":8,"cold":false})");
+      // The cold wave loads a module (outside any allocator, kept) and grows the pool.
+      t.counter(kMain, "device_used_bytes", kContext + (cold ? 0 : kModule + kReserve), 0);
+      t.push(kMain, "forward/layer.0");
+      t.alloc(kMain, 0xA000, kTensor, pool);
+      t.counter(kMain, "device_used_bytes", kContext + kModule + kReserve, 0);
+      if (cold) t.counter(kMain, "pool_reserved_bytes", kReserve, 0);  // only when it changed
+      t.free(kMain, 0xA000, pool);
+      t.pop(kMain);
+      t.wave_end(kMain);
+    }
+    // A pool counter after another memory event says nothing of the sample before it.
+    t.counter(kMain, "device_used_bytes", kContext + kModule + 2 * kReserve, 0);
+    t.alloc(kMain, 0xB000, kTensor);
+    t.counter(kMain, "pool_reserved_bytes", 2 * kReserve, 0);
+    t.close();
+  }
+  const Analysis a = analyze_trace(trace.path);
+  const DeviceUsage& d = a.device;
+  ASSERT_EQ(d.waves.size(), 2u);
+  ASSERT_EQ(d.waves[0].devices.size(), 1u);
+  const WaveDeviceWindow& cold = d.waves[0].devices[0];
+  EXPECT_EQ(cold.max_used.pool_slack_bytes, kReserve - kTensor);
+  EXPECT_EQ(cold.max_used.outside_bytes(), static_cast<int64_t>(kContext + kModule));
+  EXPECT_EQ(cold.unexplained_growth_bytes, static_cast<int64_t>(kModule));
+  ASSERT_EQ(d.cold_warm.size(), 1u);
+  EXPECT_EQ(d.cold_warm[0].unexplained_growth_delta_bytes, static_cast<int64_t>(kModule));
+  // The last sample keeps the reserve it was taken with: 1 MiB, not 2.
+  ASSERT_TRUE(d.devices.size() == 1u);
+  EXPECT_EQ(d.devices[0].max_outside_bytes, static_cast<int64_t>(kContext + kModule + kReserve));
+  EXPECT_EQ(analysis_to_json(a)["device"]["waves"][0]["devices"][0]["max_used"]["pool_slack_bytes"],
+            kReserve - kTensor);
+}
+
 // ---- first kernels -------------------------------------------------------------------
 
 TEST(DeviceUsage, FirstKernelWindowsByWaveAndRange) {
