@@ -123,6 +123,7 @@ const psc::WaveRequest& to_request(const psc_wave_request* in, bool with_sequenc
     scratch.slots_parsed = true;
   }
   r.cold = in->cold != 0;
+  r.after_first_wave = in->cold == PSC_COLD_AFTER_FIRST_WAVE;
   r.gradients_exist = in->gradients_exist != 0;
   r.groups.clear();
   if (in->size >= kRequestV2 && in->group_count > 0) read_groups(*in, with_sequences, r);

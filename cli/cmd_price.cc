@@ -146,6 +146,7 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
     }
   });
   args.flag({"--cold"}, &o.request.cold);
+  args.flag({"--after-first-wave"}, &o.request.after_first_wave);
   args.flag({"--gradients-exist"}, &o.request.gradients_exist);
   args.option({"--backward-order"}, [&](const std::string& name, const std::string& value) {
     for (const std::string& index : split_list(value))
@@ -156,6 +157,8 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   if (!o.request.backward_order.empty() && o.request.groups.empty())
     throw UsageError("--backward-order orders the groups of --groups");
   if (o.calibration.empty()) args.fail("no calibration given (--calibration CAL.json)");
+  if (o.request.after_first_wave && !o.request.cold)
+    throw UsageError("--after-first-wave says what a cold wave pays: give --cold with it");
   if (!o.request.groups.empty()) {
     if (o.tokens) throw UsageError("--groups gives each group's tokens: no --tokens beside it");
     if (!o.request.slots.empty() || !o.request.sequence_lengths.empty())

@@ -115,8 +115,8 @@ CommandSpec price_command() {
   return {
       "price",
       {"price PLAN.json [--json] [--budget BYTES] [--report FILE]",
-       "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold] [--gradients-exist] "
-       "[--rank-shares W,W,...] [--json]",
+       "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold] [--after-first-wave] "
+       "[--gradients-exist] [--rank-shares W,W,...] [--json]",
        "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--backward-order I,J,...] [--cold] "
        "[--gradients-exist] [--json]",
        "price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N] [--slots A,B] "
@@ -139,7 +139,14 @@ CommandSpec price_command() {
           {{"--backward-order"},
            "I,J,...",
            "the order the groups' backwards run, as their indices in --groups (default: priced in the worst order)"},
-          {{"--cold"}, "", "the wave's shape has not run before (its first execution is priced)"},
+          {{"--cold"},
+           "",
+           "the wave's shape has not run before (its first execution is priced; by default as if it were the "
+           "process's first wave)"},
+          {{"--after-first-wave"},
+           "",
+           "with --cold: the process has run a wave before, so only what a new shape adds is charged, not the "
+           "workspaces a process's first wave keeps"},
           {{"--gradients-exist"}, "", "the adapters' gradients exist already: none pending"},
           {{"--max-sequence-length"}, "L", "with --budget: waves packed from sequences of at most L tokens"},
           {{"--max-tokens"}, "N", "with --budget: search widths up to N tokens (default 2^20)"},

@@ -473,6 +473,7 @@ struct TermSamples {
   Samples workspace, workspace_after, input_gradient, output, head_saved, waiting, forward_moment;
   MomentSamples moments;
   int waves_cut_into_runs = 0, waves_whose_runs_kept_boundaries = 0;
+  FirstExecutionFit first_execution;
 };
 
 // Whether a wave's terms calibrate: it has a token count, `use` takes it,
@@ -518,7 +519,7 @@ void add_trace(const Liveness& t, size_t layers, const std::function<bool(const 
     for (const WaveLiveness* part : one_group_parts(w)) add_part(*part, layers, s, c);
     if (w.groups > 1 && w.runs.empty() && w.group_list.empty())
       add_equal_parts(w, layers, s.boundary, s.workspace, s.input_gradient, s.head_saved);
-    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, c);
+    if (w.cold && w.warm_twin >= 0) add_first_execution(t, w, &s.first_execution, c);
     if (w.runs_free_boundaries >= 0) {
       ++s.waves_cut_into_runs;
       s.waves_whose_runs_kept_boundaries += w.runs_free_boundaries == 0;
@@ -564,6 +565,7 @@ Calibration calibrate(const std::vector<Liveness>& traces, double safety_factor,
   for (const Liveness& t : traces) add_trace(t, layers, use, samples, &c);
   if (c.waves == 0) throw CalibrationError("no wave with a token count in the traces given");
   fit_terms(samples, &c);
+  finish_first_execution(samples.first_execution, &c);
   add_residuals(traces, use, &c);
   index_repeats(c);
   return c;

@@ -1,6 +1,7 @@
 // Calibrations as JSON (calibration_to_json, calibration_from_json,
 // read_calibration): every field the fit writes, read back with its path in
 // any error, and older versions read as they priced.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -278,6 +279,7 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   j["first_execution"] = {{"bytes", c.first_execution_bytes},
                           {"per_new_shape_bytes", c.first_execution_per_shape_bytes},
                           {"once_bytes", c.first_execution_once_bytes},
+                          {"first_wave_bytes", c.first_execution_first_wave_bytes},
                           {"pairs", c.first_execution_pairs},
                           {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes},
                           {"device_unexplained_bytes", c.first_execution_unexplained_bytes},
@@ -355,6 +357,10 @@ Calibration calibration_from_json(const CalibrationJson& j) {
                                           ? count(first, "per_new_shape_bytes", where + ".first_execution")
                                           : c.first_execution_bytes;
   if (given("once_bytes")) c.first_execution_once_bytes = count(first, "once_bytes", where + ".first_execution");
+  // Absent before a process's first wave was told apart: every cold wave paid bytes.
+  c.first_execution_first_wave_bytes =
+      std::max(c.first_execution_bytes,
+               given("first_wave_bytes") ? count(first, "first_wave_bytes", where + ".first_execution") : 0);
   c.waves = count(j, "waves", where);
   // Absent in calibrations written before the margin was derived: the flat
   // safety factor prices them, as it did.

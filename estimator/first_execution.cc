@@ -7,7 +7,7 @@ namespace psc {
 
 // A cold wave beside its warm twin: what first executions add to the peak,
 // what of it each new shape keeps, and what they make and free again.
-void add_first_execution(const Liveness& t, const WaveLiveness& cold, Calibration* c) {
+void add_first_execution(const Liveness& t, const WaveLiveness& cold, FirstExecutionFit* fit, Calibration* c) {
   const WaveLiveness& warm = t.waves[static_cast<size_t>(cold.warm_twin)];
   ++c->first_execution_pairs;
   // The measured peaks already hold what the hooks and CUPTI saw. What
@@ -34,13 +34,26 @@ void add_first_execution(const Liveness& t, const WaveLiveness& cold, Calibratio
   const uint64_t kept = std::min(cold.first_execution_max_live_bytes, cold.first_execution_kept_bytes);
   const uint64_t beyond =
       peak_delta > cold.first_execution_max_live_bytes ? peak_delta - cold.first_execution_max_live_bytes : 0;
-  c->first_execution_once_bytes = std::max(c->first_execution_once_bytes, cold.first_execution_max_live_bytes - kept);
-  c->first_execution_per_shape_bytes = std::max(c->first_execution_per_shape_bytes, kept + beyond + unexplained);
-  // This wave added once + per-shape of its own (its most live, what the peak
-  // rose by beyond it, the unexplained growth); the sum of the largest of
-  // each covers every wave's.
-  c->first_execution_bytes = c->first_execution_once_bytes + c->first_execution_per_shape_bytes;
+  // The trace's first wave also pays for what the process keeps from its
+  // first executions on (a GPU run kept 96 MiB of cuBLAS workspaces from
+  // its first wave; its later cold waves kept 4.7 KB).
+  FirstExecutionFit::Part& part = cold.first_in_trace() ? fit->first_wave : fit->later_waves;
+  part.once = std::max(part.once, cold.first_execution_max_live_bytes - kept);
+  part.per_shape = std::max(part.per_shape, kept + beyond + unexplained);
+  ++part.pairs;
   c->first_execution_at_peak_bytes = std::max(c->first_execution_at_peak_bytes, cold.first_execution_at_peak_bytes);
+}
+
+void finish_first_execution(const FirstExecutionFit& fit, Calibration* c) {
+  const FirstExecutionFit::Part& shape = fit.later_waves.pairs > 0 ? fit.later_waves : fit.first_wave;
+  c->first_execution_once_bytes = shape.once;
+  c->first_execution_per_shape_bytes = shape.per_shape;
+  // Each wave added once + per-shape of its own (its most live, what the
+  // peak rose by beyond it, the unexplained growth); the sum of the largest
+  // of each covers every wave's.
+  c->first_execution_bytes = shape.once + shape.per_shape;
+  c->first_execution_first_wave_bytes =
+      std::max(c->first_execution_bytes, fit.first_wave.once + fit.first_wave.per_shape);
 }
 
 }  // namespace psc

@@ -92,8 +92,10 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
     // with no gradients at all, a kind of wave the rest never saw, which says
     // nothing about how the fits err.
     rest.adapter_gradient_bytes = full.adapter_gradient_bytes;
-    std::tie(rest.first_execution_bytes, rest.first_execution_per_shape_bytes, rest.first_execution_once_bytes) =
-        std::tie(full.first_execution_bytes, full.first_execution_per_shape_bytes, full.first_execution_once_bytes);
+    std::tie(rest.first_execution_bytes, rest.first_execution_per_shape_bytes, rest.first_execution_once_bytes,
+             rest.first_execution_first_wave_bytes) =
+        std::tie(full.first_execution_bytes, full.first_execution_per_shape_bytes, full.first_execution_once_bytes,
+                 full.first_execution_first_wave_bytes);
     rest.sequence_allowance_bytes = full.sequence_allowance_bytes;
     double worst = INFINITY;
     size_t priced = 0;

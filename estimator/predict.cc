@@ -232,10 +232,10 @@ size_t group_shapes(const std::vector<WaveSize>& sizes) {
   return seen.size();
 }
 
-pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens, size_t groups) {
+pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tokens, size_t groups, bool first_wave) {
   pricing::Plan plan;
   plan.safety_factor = c.factor(group_tokens);
-  plan.transient_bytes = as_bytes(first_execution_allowance(c, groups));
+  plan.transient_bytes = as_bytes(first_execution_allowance(c, groups, first_wave));
   plan.profiled = !cold;
   return plan;
 }
@@ -508,7 +508,7 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
   const auto [sizes, slots] = groups_of(c, request);
   Prediction p;
   for (const WaveSize& size : sizes) p.group_tokens = std::max(p.group_tokens, size.tokens);
-  p.plan = calibrated_plan(c, request.cold, p.group_tokens, group_shapes(sizes));
+  p.plan = calibrated_plan(c, request.cold, p.group_tokens, group_shapes(sizes), !request.after_first_wave);
   std::vector<uint64_t> live_at_start(static_cast<size_t>(c.layers), 0);
   if (request.gradients_exist) live_at_start.assign(live_at_start.size(), UINT64_MAX);
   p.plan.forwards.push_back(calibrated_forward(c, sizes, slots, false, live_at_start, &p.extrapolation));

@@ -48,6 +48,10 @@ struct WaveRequest {
   std::vector<int64_t> sequence_lengths;  // a packed wave; empty: one sequence
   std::vector<std::string> slots;         // one gradient group each; empty: the calibration's only slot
   bool cold = false;                      // a shape not run before: the first-execution allowance
+  // With cold: the process has run a wave before, so the wave pays what a
+  // new shape adds, not what a process's first wave adds (workspaces and
+  // modules kept from then on). Default: it may be the first.
+  bool after_first_wave = false;
   // A later wave of gradient accumulation: the slots' gradients already
   // exist, nothing is pending. Default: the step's first wave, all pending.
   bool gradients_exist = false;
@@ -99,7 +103,8 @@ struct Extrapolation {
 // largest group has `group_tokens` tokens (Calibration::factor), and its
 // first-execution allowance charged when the wave is cold
 // (first_execution_allowance).
-pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens, size_t groups = 1);
+pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t group_tokens, size_t groups = 1,
+                              bool first_wave = true);
 // The first-execution allowance of a cold wave of `groups` group shapes
 // (group_shapes): a wave says it is cold, not which of its groups are new,
 // so every shape is taken to be new. Each new shape keeps what its first
@@ -107,12 +112,16 @@ pricing::Plan calibrated_plan(const Calibration& calibration, bool cold, int64_t
 // scratch is made and freed by one shape at a time (charged once):
 // first_execution_bytes + first_execution_per_shape_bytes × (groups − 1).
 // Charged once a wave in all, cold waves of two new group sizes priced
-// 2.3 KB under (docs/accuracy.md).
-inline uint64_t first_execution_allowance(const Calibration& calibration, size_t groups) {
+// 2.3 KB under (docs/accuracy.md). A process's first wave (`first_wave`)
+// starts from first_execution_first_wave_bytes instead.
+inline uint64_t first_execution_allowance(const Calibration& calibration, size_t groups, bool first_wave = true) {
   uint64_t further = 0, all = 0;  // saturating: a calibration's counts are read from a file
+  const uint64_t first = first_wave
+                             ? std::max(calibration.first_execution_first_wave_bytes, calibration.first_execution_bytes)
+                             : calibration.first_execution_bytes;
   if (__builtin_mul_overflow(calibration.first_execution_per_shape_bytes,
                              static_cast<uint64_t>(std::max<size_t>(1, groups) - 1), &further) ||
-      __builtin_add_overflow(calibration.first_execution_bytes, further, &all))
+      __builtin_add_overflow(first, further, &all))
     return UINT64_MAX;
   return all;
 }

@@ -43,6 +43,13 @@ extern "C" {
 #define PSC_EXTRAPOLATED_FEW_SIZES 2 /* a term calibrated from fewer than 3 sizes */
 #define PSC_EXTRAPOLATED_WAITING 4   /* groups priced waiting with a bound: no calibration wave measured it (v2) */
 
+/* psc_wave_request.cold: 0 a warm wave; PSC_COLD a shape not run before,
+ * priced as if it were the process's first wave (the workspaces and modules a
+ * process keeps from its first wave on); PSC_COLD_AFTER_FIRST_WAVE a shape
+ * not run before in a process that has run a wave. */
+#define PSC_COLD 1
+#define PSC_COLD_AFTER_FIRST_WAVE 2
+
 typedef struct psc_calibration psc_calibration;
 
 /* One wave to price (or, for psc_calibration_admit, the shape of the waves). */
@@ -55,7 +62,7 @@ typedef struct psc_wave_request {
   /* The slots trained, one gradient group each, in forward order, comma-separated
    * ("a,b"); NULL or "": the calibration's only slot. */
   const char* slots;
-  int cold;            /* a shape not run before: the first-execution allowance */
+  int cold;            /* a shape not run before: the first-execution allowance (PSC_COLD_*) */
   int gradients_exist; /* a later wave of gradient accumulation: nothing pending */
   /* Version 2: each gradient group's own size, in forward order, its slot the
    * entry of `slots` of the same index. With groups, `tokens` is 0 or their

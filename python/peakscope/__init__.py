@@ -23,7 +23,7 @@ from peakscope.backends import (Backend, BackendUnavailable, CApiBackend, NoopBa
                                 NvtxBackend, RecordingBackend, get_backend, set_backend)
 from peakscope.ranges import flush, group, mark, pop, push, range, wave, wave_payload
 from peakscope.cuda import preload_library_path, use_pluggable_allocator
-from peakscope.calibration import Calibration, CalibrationError
+from peakscope.calibration import COLD_AFTER_FIRST_WAVE, Calibration, CalibrationError
 
 # The annotation helpers need torch; pricing from a calibration does not:
 # without torch, `peakscope.Calibration` works and the helpers say why not.
@@ -39,7 +39,8 @@ except ImportError as _missing:
         raise AttributeError(f"module 'peakscope' has no attribute {name!r}")
 
 __all__ = [
-    "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "Calibration", "CalibrationError",
+    "Annotation", "Backend", "BackendUnavailable", "CApiBackend", "COLD_AFTER_FIRST_WAVE", "Calibration",
+    "CalibrationError",
     "NoopBackend", "NvtxBackend",
     "OptimizerAnnotation", "RecordingBackend", "annotate", "annotate_optimizer", "flush",
     "get_backend", "group", "in_backward", "mark", "pop", "push", "preload_library_path", "range",

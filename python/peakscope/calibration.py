@@ -2,6 +2,7 @@
 
     cal = peakscope.Calibration.load("cal.json")        # written by `peakscope calibrate`
     price = cal.price(2048, sequences=[1024, 1024], slots=["a"], cold=True)
+    later = cal.price(2048, cold=peakscope.COLD_AFTER_FIRST_WAVE)  # a new shape, not the process's first wave
     price.required_bytes, price.components["workspace"], price.warnings
     admission = cal.admit(40 << 30, max_sequence_length=1024)
     admission.tokens, admission.price, admission.next_required_bytes
@@ -37,6 +38,11 @@ MOMENTS = (None, "head", "before_gradient", "after_gradient", "forward")  # psc_
 COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "transient")
 MESSAGE_BYTES = 4096
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# cold=True prices a new shape as if it were the process's first wave (what a
+# process keeps from its first executions on: library workspaces, modules);
+# cold=COLD_AFTER_FIRST_WAVE prices a new shape in a process that has run a wave.
+COLD_AFTER_FIRST_WAVE = "after_first_wave"
+_COLD_LATER = 2  # include/peakscope/estimator.h PSC_COLD_AFTER_FIRST_WAVE
 
 
 def _file_key(path):
@@ -266,7 +272,7 @@ class Calibration:
                                                "interface reserves")
                 request.slots = ",".join(key).encode("utf-8")
                 self._slots_key = key
-        request.cold = 1 if cold else 0
+        request.cold = (_COLD_LATER if cold == COLD_AFTER_FIRST_WAVE else 1) if cold else 0
         request.gradients_exist = 1 if gradients_exist else 0
 
     def _handle_value(self):
@@ -391,7 +397,7 @@ class Calibration:
             request.sequence_count = len(lengths)
             self._sequences = array
         if slots is None and self._slots_key is None:
-            request.cold = 1 if cold else 0
+            request.cold = (_COLD_LATER if cold == COLD_AFTER_FIRST_WAVE else 1) if cold else 0
             request.gradients_exist = 1 if gradients_exist else 0
         else:
             self._set_shape(slots, cold, gradients_exist)

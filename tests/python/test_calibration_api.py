@@ -86,6 +86,12 @@ class CalibrationApiTest(unittest.TestCase):
                                self.cli_price(96, "--sequences", "48,32,16", "--cold"))
         self.assert_same_price(self.calibration.price(48, slots=["a"], gradients_exist=True),
                                self.cli_price(48, "--slots", "a", "--gradients-exist"))
+        # A new shape in a process that has run a wave: the same bytes both ways,
+        # never more than a cold wave that may be the process's first.
+        later = self.calibration.price(96, cold=peakscope.COLD_AFTER_FIRST_WAVE)
+        self.assert_same_price(later, self.cli_price(96, "--cold", "--after-first-wave"))
+        self.assertLessEqual(later.raw_bytes, self.calibration.price(96, cold=True).raw_bytes)
+        self.assertGreaterEqual(later.raw_bytes, self.calibration.price(96).raw_bytes)
 
     def test_prices_grow_with_tokens(self):
         required = [self.calibration.price(tokens).required_bytes for tokens in range(1, 200, 7)]

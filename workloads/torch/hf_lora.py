@@ -15,7 +15,10 @@ What the program saw goes to stdout, one line per wave:
     hf_lora wave {"step": .., "tokens": .., "cold": .., "max_allocated": ..,
                   "max_reserved": .., "device_used_peak": .., ...}
 max_allocated / max_reserved are torch.cuda's peaks over the wave (reset at
-its start; null under a pluggable allocator, which reports none);
+its start; null under a pluggable allocator, which reports none), and
+max_requested the peak of the bytes asked for (memory_stats'
+requested_bytes.all.peak: before the caching allocator rounds each block up,
+so the figure the allocator trace tracker's entries add up to);
 device_used_peak is the largest total - free of cudaMemGetInfo sampled at every
 layer's forward and recompute and after the backward.
 
@@ -147,6 +150,9 @@ class DeviceSampler:
 
 
 def torch_peaks(torch, cuda):
+    """max_memory_allocated, max_memory_reserved and the peak of the requested
+    bytes (requested_bytes.all.peak: the sizes asked for, before the caching
+    allocator rounds them up; what its trace entries carry)."""
     def stat(function):
         try:
             value = function()
@@ -154,8 +160,9 @@ def torch_peaks(torch, cuda):
             return None
         return value or None
     if not cuda:
-        return None, None
-    return stat(torch.cuda.max_memory_allocated), stat(torch.cuda.max_memory_reserved)
+        return None, None, None
+    return (stat(torch.cuda.max_memory_allocated), stat(torch.cuda.max_memory_reserved),
+            stat(lambda: torch.cuda.memory_stats().get("requested_bytes.all.peak")))
 
 
 def run(arguments, modules, out=sys.stdout):
@@ -216,9 +223,10 @@ def run(arguments, modules, out=sys.stdout):
                 if cuda:
                     torch.cuda.synchronize()
                 sampler.sample()
-            allocated, reserved = torch_peaks(torch, cuda)
+            allocated, reserved, requested = torch_peaks(torch, cuda)
             wave = {"step": step, "index": index, "tokens": tokens, "cold": cold, "pending_gradients": index == 0,
                     "sequence_lengths": lengths, "max_allocated": allocated, "max_reserved": reserved,
+                    "max_requested": requested,
                     "device_used_peak": sampler.peak, "loss": round(float(loss), 4),
                     "seconds": round(time.perf_counter() - wave_started, 3)}
             waves.append(wave)

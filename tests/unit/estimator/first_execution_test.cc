@@ -26,7 +26,9 @@ constexpr uint64_t kKept = 11;    // made by a cold wave and kept: the new shape
 // free them (in the same range, or with `apart` in the backward: held from
 // one range to another, as a group's forward to its backward while other
 // groups run), and make kKept bytes that stay live to the end of the trace.
-void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = false) {
+// With `workspace`, the wave also makes that many bytes and keeps them (what
+// a process's first wave keeps: a library's workspace).
+void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = false, uint64_t workspace = 0) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   s.push(kMain, "recompute/layer.0");
@@ -34,6 +36,7 @@ void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = 
   if (cold) {
     s.alloc(kMain, base + 2, kScratch);
     s.alloc(kMain, base + 3, kKept);
+    if (workspace) s.alloc(kMain, base + 4, workspace);
     if (!apart) s.free(kMain, base + 2);
   }
   s.pop(kMain);
@@ -44,12 +47,13 @@ void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = 
   s.wave_end(kMain);
 }
 
-// Two steps of waves of 10 and 20 tokens: each size cold the first time.
-Calibration calibrated(const std::string& path, bool apart = false) {
+// Two steps of waves of 10 and 20 tokens: each size cold the first time;
+// the process's first wave also keeps `workspace` bytes.
+Calibration calibrated(const std::string& path, bool apart = false, uint64_t workspace = 0) {
   {
     SyntheticTrace s(path);
     for (int step = 0; step < 2; ++step) {
-      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 1), 10, step == 0, apart);
+      wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 1), 10, step == 0, apart, step == 0 ? workspace : 0);
       wave(s, 0x1000 * static_cast<uint64_t>(2 * step + 2), 20, step == 0, apart);
     }
     s.close();
@@ -57,8 +61,8 @@ Calibration calibrated(const std::string& path, bool apart = false) {
   const Liveness l = analyze_liveness(path);
   EXPECT_EQ(l.waves.size(), 4u);
   if (l.waves.size() == 4) {
-    EXPECT_EQ(l.waves[0].first_execution_max_live_bytes, kScratch + kKept);
-    EXPECT_EQ(l.waves[0].first_execution_kept_bytes, apart ? kScratch + kKept : kKept);
+    EXPECT_EQ(l.waves[0].first_execution_max_live_bytes, kScratch + kKept + workspace);
+    EXPECT_EQ(l.waves[0].first_execution_kept_bytes, (apart ? kScratch + kKept : kKept) + workspace);
     EXPECT_EQ(l.waves[2].first_execution_kept_bytes, 0u);  // warm
   }
   return calibrate({l});
@@ -112,6 +116,56 @@ TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAl
   Calibration huge = back;
   huge.first_execution_per_shape_bytes = UINT64_MAX / 2;
   EXPECT_EQ(first_execution_allowance(huge, 4), UINT64_MAX);
+}
+
+// A process's first wave keeps what the process holds from then on (a
+// library's workspace); the cold waves after it only what their new shape
+// adds. Each is charged where it belongs: the first wave's allowance to a
+// wave that may be the process's first, the later waves' to the others.
+TEST(FirstExecution, TheProcesssFirstWaveIsChargedWhatItKeepsOnlyWhereItMayBeFirst) {
+  constexpr uint64_t kWorkspace = 96;
+  TempTrace trace("first-execution-first-wave");
+  const Calibration c = calibrated(trace.path, false, kWorkspace);
+  EXPECT_EQ(c.first_execution_pairs, 2u);
+  EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
+  EXPECT_EQ(c.first_execution_per_shape_bytes, kKept);
+  EXPECT_EQ(c.first_execution_first_wave_bytes, kScratch + kKept + kWorkspace);
+  EXPECT_EQ(first_execution_allowance(c, 1), kScratch + kKept + kWorkspace);
+  EXPECT_EQ(first_execution_allowance(c, 3), kScratch + kKept + kWorkspace + 2 * kKept);
+  EXPECT_EQ(first_execution_allowance(c, 1, false), kScratch + kKept);
+  EXPECT_EQ(first_execution_allowance(c, 3, false), kScratch + 3 * kKept);
+  EXPECT_EQ(calibrated_plan(c, true, 20, 1, false).transient_bytes, static_cast<pricing::Bytes>(kScratch + kKept));
+  // Through the request: cold is priced as a first wave unless told otherwise.
+  WaveRequest request;
+  request.tokens = 20;
+  request.cold = true;
+  const uint64_t first = static_cast<uint64_t>(predict(c, request).price.raw_bytes);
+  request.after_first_wave = true;
+  EXPECT_EQ(first - static_cast<uint64_t>(predict(c, request).price.raw_bytes), kWorkspace);
+  // The JSON keeps it; a calibration written before it charges every cold wave the same.
+  CalibrationJson j = calibration_to_json(c);
+  EXPECT_EQ(j["first_execution"]["first_wave_bytes"], kScratch + kKept + kWorkspace);
+  EXPECT_EQ(calibration_from_json(j).first_execution_first_wave_bytes, kScratch + kKept + kWorkspace);
+  j["first_execution"].erase("first_wave_bytes");
+  const Calibration old = calibration_from_json(j);
+  EXPECT_EQ(first_execution_allowance(old, 1), kScratch + kKept);
+  EXPECT_EQ(first_execution_allowance(old, 1, false), kScratch + kKept);
+}
+
+// Where no cold wave came after a process's first, the first waves' own
+// measure is all there is: every cold wave pays it.
+TEST(FirstExecution, WithOnlyFirstWavesColdEveryColdWavePaysTheirs) {
+  constexpr uint64_t kWorkspace = 96;
+  TempTrace trace("first-execution-only-first");
+  {
+    SyntheticTrace s(trace.path);
+    wave(s, 0x1000, 10, true, false, kWorkspace);
+    wave(s, 0x2000, 10, false);
+    s.close();
+  }
+  const Calibration c = calibrate({analyze_liveness(trace.path)});
+  EXPECT_EQ(c.first_execution_bytes, kScratch + kKept + kWorkspace);
+  EXPECT_EQ(first_execution_allowance(c, 1, false), kScratch + kKept + kWorkspace);
 }
 
 }  // namespace
