@@ -51,6 +51,19 @@ double jitter(const std::vector<Liveness>& traces, std::string* where) {
   return worst;
 }
 
+// Terms measured exactly, not fitted, come from every wave: a step whose
+// only gradient wave is the size left out would otherwise price it with no
+// gradients at all, a kind of wave the rest never saw, which says nothing
+// about how the fits err.
+void keep_measured_terms(const Calibration& full, Calibration* rest) {
+  rest->adapter_gradient_bytes = full.adapter_gradient_bytes;
+  rest->first_execution_bytes = full.first_execution_bytes;
+  rest->first_execution_per_shape_bytes = full.first_execution_per_shape_bytes;
+  rest->first_execution_once_bytes = full.first_execution_once_bytes;
+  rest->first_execution_first_wave_bytes = full.first_execution_first_wave_bytes;
+  rest->sequence_allowance_bytes = full.sequence_allowance_bytes;
+}
+
 }  // namespace
 
 Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& full) {
@@ -87,16 +100,7 @@ Margin derive_margin(const std::vector<Liveness>& traces, const Calibration& ful
   for (const int64_t left_out : tokens) {
     const auto use = [&](const WaveLiveness& w) { return group_tokens(w) != left_out; };
     Calibration rest = calibrate(traces, full.safety_factor, use);
-    // Terms measured exactly, not fitted, come from every wave: a step
-    // whose only gradient wave is the size left out would otherwise price it
-    // with no gradients at all, a kind of wave the rest never saw, which says
-    // nothing about how the fits err.
-    rest.adapter_gradient_bytes = full.adapter_gradient_bytes;
-    std::tie(rest.first_execution_bytes, rest.first_execution_per_shape_bytes, rest.first_execution_once_bytes,
-             rest.first_execution_first_wave_bytes) =
-        std::tie(full.first_execution_bytes, full.first_execution_per_shape_bytes, full.first_execution_once_bytes,
-                 full.first_execution_first_wave_bytes);
-    rest.sequence_allowance_bytes = full.sequence_allowance_bytes;
+    keep_measured_terms(full, &rest);
     double worst = INFINITY;
     size_t priced = 0;
     for (const Liveness& t : traces) {
