@@ -46,4 +46,14 @@ unbundled=$?
 ok=1
 [ $unbundled -ne 0 ] && grep -q 'give --bundle DIR' "$TMP/out" && ok=0
 check "tools/gpu-check without --bundle says to build one, and builds nothing" $ok "$TMP/out"
+# The held-out models the GPU check adds: drawn from the seed alone, the same
+# on every machine, and the commands they would run.
+tools/gpu-heldout --bundle "$BUNDLE" --out "$TMP/heldout" --seeds 2 --dry-run >"$TMP/heldout.txt" 2>&1
+heldout=$?
+ok=1
+[ $heldout -eq 0 ] &&
+  grep -q '^seed 2: llama 9L h512 8h/kv2 i1536 v32000 r16 docs5; calibrate \[256, 512, 1024, 2048, 4096\]' \
+    "$TMP/heldout.txt" && grep -q 'peakscope check --calibration .*seed-2/cal.json .*seed-2/check.pstrace --json' \
+    "$TMP/heldout.txt" && ok=0
+check "tools/gpu-heldout draws seed 2's model as docs/gpu.md shows it" $ok "$TMP/heldout.txt"
 exit $PSC_STATUS
