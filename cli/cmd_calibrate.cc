@@ -239,13 +239,14 @@ void write_atomically(const std::string& path, const std::string& text) {
 std::string summary_line(const Calibration& calibration, const std::string& out) {
   return fmt::format(
       "calibration: {} waves, {} layers; workspace {:.1f} + {:.1f}/token (+{}), input gradient {:.1f} + {:.1f}/token "
-      "(+{}), output {:.1f} + {:.1f}/token (+{}); first execution {} bytes (+{} a further new group shape) over {} "
-      "cold/warm pairs; priced at {} -> {}",
+      "(+{}), output {:.1f} + {:.1f}/token (+{}); first execution {} bytes (+{} a further new group shape, {} a "
+      "process's first wave) over {} cold/warm pairs; priced at {} -> {}",
       calibration.waves, calibration.layers, calibration.workspace.intercept, calibration.workspace.per_token,
       calibration.workspace.margin_bytes, calibration.input_gradient.intercept, calibration.input_gradient.per_token,
       calibration.input_gradient.margin_bytes, calibration.output.intercept, calibration.output.per_token,
       calibration.output.margin_bytes, calibration.first_execution_bytes, calibration.first_execution_per_shape_bytes,
-      calibration.first_execution_pairs, calibration.moments ? "the worst moment" : "the sum of maxima", out);
+      calibration.first_execution_first_wave_bytes, calibration.first_execution_pairs,
+      calibration.moments ? "the worst moment" : "the sum of maxima", out);
 }
 
 // What the waves so far leave the calibration without: what a trainer's
