@@ -152,7 +152,6 @@ struct DeviceUsagePass::State {
     if (e.memory == MemoryKind::kPool)
       pool_reserve.moved(index, static_cast<MemoryLevel>(level),
                          static_cast<int64_t>(r[index].live_bytes()) - static_cast<int64_t>(before));
-    pool_reserve.touched(index);
   }
 
   void cupti_memory(const Event& e, size_t index) {
@@ -198,12 +197,12 @@ struct DeviceUsagePass::State {
       }
       s.cupti_only = index < cupti_live_by_device.size() ? cupti_live_by_device[index] : 0;
       s.pool_reserved = pool_reserve.reserved(index);
-      pool_reserve.sampled(index, samples.size());
+      pool_reserve.sampled(index, samples.size(), ordinal);
       samples.push_back(s);
     } else if (name == kTotalCounter) {
       totals[e.device] = e.bytes;
     } else if (size_t index = 0; is_pool_reserved_counter(name) && device_index(e.device, &index)) {
-      const size_t sample = pool_reserve.counter(index, e.name.value, e.bytes);
+      const size_t sample = pool_reserve.counter(index, e.name.value, e.bytes, ordinal);
       if (sample != PoolReserve::kNoSample) samples[sample].pool_reserved = pool_reserve.reserved(index);
     } else if (name.substr(0, kPoolPrefix.size()) == kPoolPrefix) {
       PoolCounter& p = pools[e.name.value];

@@ -18,15 +18,20 @@ void PoolReserve::moved(size_t device, MemoryLevel level, int64_t delta) {
   live = delta < 0 && static_cast<uint64_t>(-delta) > live ? 0 : live + static_cast<uint64_t>(delta);
 }
 
-void PoolReserve::touched(size_t device) {
-  if (device < devices_.size()) devices_[device].last_sample = kNoSample;
+void PoolReserve::sampled(size_t device, size_t sample, uint64_t ordinal) {
+  Device& d = at(device);
+  d.last_sample = sample;
+  d.last_ordinal = ordinal;
 }
 
-void PoolReserve::sampled(size_t device, size_t sample) { at(device).last_sample = sample; }
-
-size_t PoolReserve::counter(size_t device, uint32_t pool, uint64_t value) {
+size_t PoolReserve::counter(size_t device, uint32_t pool, uint64_t value, uint64_t ordinal) {
   Device& d = at(device);
   d.reserved[pool] = value;
+  if (d.last_sample == kNoSample || ordinal != d.last_ordinal + 1) {
+    d.last_sample = kNoSample;
+    return kNoSample;
+  }
+  d.last_ordinal = ordinal;
   return d.last_sample;
 }
 

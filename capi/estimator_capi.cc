@@ -122,6 +122,8 @@ const psc::WaveRequest& to_request(const psc_wave_request* in, bool with_sequenc
     split_slots(slots, r.slots);
     scratch.slots_parsed = true;
   }
+  if (in->cold != 0 && in->cold != PSC_COLD && in->cold != PSC_COLD_AFTER_FIRST_WAVE)
+    throw BadInput("cold: " + std::to_string(in->cold) + " is none of 0, PSC_COLD (1), PSC_COLD_AFTER_FIRST_WAVE (2)");
   r.cold = in->cold != 0;
   r.after_first_wave = in->cold == PSC_COLD_AFTER_FIRST_WAVE;
   r.gradients_exist = in->gradients_exist != 0;

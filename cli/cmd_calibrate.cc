@@ -187,6 +187,13 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
                "at the others, what a waiting group holds is priced with the conservative growth (record waves in "
                "which each group size runs its backward after another group's)\n",
                calibration.waiting->sizes, calibration.head_saved.sizes);
+  // Only a trace's first training wave beside a warm twin measures what a
+  // process's first wave keeps (library workspaces).
+  if (!quiet && calibration.first_execution_pairs > 0 && calibration.first_execution_first_wave_pairs == 0)
+    fmt::print(stderr,
+               "peakscope calibrate: note: no trace's first wave has a warm twin (a later wave of its shape), so what "
+               "a process's first wave keeps (library workspaces) is not measured: a first wave is priced with the "
+               "later cold waves' allowance (run the first wave's shape again later in the trace)\n");
   // Packed calibrations bound the squares of a longer longest sequence
   // (growth.h, priced_size): said here, before a price meets it.
   const GrowthTerm& w = calibration.workspace;

@@ -165,9 +165,11 @@ struct Calibration {
   uint64_t first_execution_once_bytes = 0;
   // The allowance of a process's first wave (never below
   // first_execution_bytes): its first executions also keep what the process
-  // holds from then on (library workspaces, modules). Calibrations written
-  // before it read it as first_execution_bytes.
+  // holds from then on (library workspaces, modules). Written to the JSON
+  // as first_execution.bytes, the one allowance an older reader charges
+  // every cold wave; first_execution_bytes goes as after_first_wave_bytes.
   uint64_t first_execution_first_wave_bytes = 0;
+  size_t first_execution_first_wave_pairs = 0;  // traces' first waves with a warm twin
   size_t first_execution_pairs = 0;
   uint64_t first_execution_at_peak_bytes = 0;  // largest of unmatched allocations live at a cold peak
   // Device memory no allocator and no CUPTI record accounts for that a cold

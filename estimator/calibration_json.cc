@@ -276,10 +276,13 @@ CalibrationJson calibration_to_json(const Calibration& c) {
   for (const auto& [slot, bytes] : c.adapter_gradient_bytes) slots[slot] = bytes;
   j["adapter_gradient_bytes"] = slots;
   j["sequence_allowance_bytes"] = c.sequence_allowance_bytes;
-  j["first_execution"] = {{"bytes", c.first_execution_bytes},
+  // "bytes" is the safe allowance a reader that knows of no first wave
+  // charges every cold wave: a process's first wave's.
+  j["first_execution"] = {{"bytes", std::max(c.first_execution_first_wave_bytes, c.first_execution_bytes)},
+                          {"after_first_wave_bytes", c.first_execution_bytes},
+                          {"first_wave_pairs", c.first_execution_first_wave_pairs},
                           {"per_new_shape_bytes", c.first_execution_per_shape_bytes},
                           {"once_bytes", c.first_execution_once_bytes},
-                          {"first_wave_bytes", c.first_execution_first_wave_bytes},
                           {"pairs", c.first_execution_pairs},
                           {"unmatched_at_peak_bytes", c.first_execution_at_peak_bytes},
                           {"device_unexplained_bytes", c.first_execution_unexplained_bytes},
@@ -358,9 +361,12 @@ Calibration calibration_from_json(const CalibrationJson& j) {
                                           : c.first_execution_bytes;
   if (given("once_bytes")) c.first_execution_once_bytes = count(first, "once_bytes", where + ".first_execution");
   // Absent before a process's first wave was told apart: every cold wave paid bytes.
-  c.first_execution_first_wave_bytes =
-      std::max(c.first_execution_bytes,
-               given("first_wave_bytes") ? count(first, "first_wave_bytes", where + ".first_execution") : 0);
+  c.first_execution_first_wave_bytes = c.first_execution_bytes;
+  if (given("after_first_wave_bytes"))
+    c.first_execution_bytes =
+        std::min(c.first_execution_bytes, count(first, "after_first_wave_bytes", where + ".first_execution"));
+  if (given("first_wave_pairs"))
+    c.first_execution_first_wave_pairs = count(first, "first_wave_pairs", where + ".first_execution");
   c.waves = count(j, "waves", where);
   // Absent in calibrations written before the margin was derived: the flat
   // safety factor prices them, as it did.

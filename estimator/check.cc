@@ -83,7 +83,7 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   // Split children are one gradient group's pieces, or groups of forwards
   // priced apart (below): the allowance once, as their waves measured it.
   pricing::Plan plan = calibrated_plan(c, w.cold, group_tokens, w.children.empty() ? group_shapes(w.group_sizes()) : 1,
-                                       w.first_in_trace());
+                                       w.first_in_trace);
   std::vector<uint64_t> live_at_start = w.gradient_live_at_start_bytes;
   live_at_start.resize(static_cast<size_t>(c.layers), 0);
   if (w.children.empty()) {

@@ -37,7 +37,7 @@ void add_first_execution(const Liveness& t, const WaveLiveness& cold, FirstExecu
   // The trace's first wave also pays for what the process keeps from its
   // first executions on (a GPU run kept 96 MiB of cuBLAS workspaces from
   // its first wave; its later cold waves kept 4.7 KB).
-  FirstExecutionFit::Part& part = cold.first_in_trace() ? fit->first_wave : fit->later_waves;
+  FirstExecutionFit::Part& part = cold.first_in_trace ? fit->first_wave : fit->later_waves;
   part.once = std::max(part.once, cold.first_execution_max_live_bytes - kept);
   part.per_shape = std::max(part.per_shape, kept + beyond + unexplained);
   ++part.pairs;
@@ -52,8 +52,16 @@ void finish_first_execution(const FirstExecutionFit& fit, Calibration* c) {
   // peak rose by beyond it, the unexplained growth); the sum of the largest
   // of each covers every wave's.
   c->first_execution_bytes = shape.once + shape.per_shape;
-  c->first_execution_first_wave_bytes =
-      std::max(c->first_execution_bytes, fit.first_wave.once + fit.first_wave.per_shape);
+  // A process's first wave at a shape the first waves did not have: what the
+  // process keeps, no less than the first waves kept, beside that shape's
+  // own scratch and cache, no less than the later waves had. Their kept
+  // bytes cannot be told apart from the first shape's, so both are charged
+  // (over by at most the later waves' per-shape bytes: 2 MiB on the GPU).
+  c->first_execution_first_wave_bytes = fit.first_wave.pairs == 0
+                                            ? c->first_execution_bytes
+                                            : std::max(fit.first_wave.once, shape.once) + fit.first_wave.per_shape +
+                                                  (fit.later_waves.pairs > 0 ? fit.later_waves.per_shape : 0);
+  c->first_execution_first_wave_pairs = fit.first_wave.pairs;
 }
 
 }  // namespace psc

@@ -322,6 +322,9 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
   for (Made& m : pass.made)
     if (static_cast<size_t>(m.wave) < by_wave.size()) by_wave[static_cast<size_t>(m.wave)].push_back(&m);
   for (size_t i = 0; i < analysis.waves.size(); ++i) out.waves.push_back(wave_of(analysis.waves[i], layers));
+  const auto first =
+      std::find_if(out.waves.begin(), out.waves.end(), [](const WaveLiveness& w) { return w.tokens > 0; });
+  if (first != out.waves.end()) first->first_in_trace = true;
 
   // Cold versus warm first: a cold wave's unmatched allocations are
   // first_execution, and must not inflate the terms the warm waves define.

@@ -32,8 +32,9 @@ namespace psc {
 
 struct WaveLiveness {
   int32_t index = 0;
-  // The trace's first wave: its first executions are the process's too.
-  bool first_in_trace() const { return index == 0; }
+  // The trace's first wave with a token count (a process's first training
+  // wave): its first executions are the process's too.
+  bool first_in_trace = false;
   int64_t tokens = 0;  // from the payload; 0 when it has none
   // The payload's sequence_lengths when they add up to tokens (a packed
   // wave); empty otherwise (one sequence).

@@ -234,6 +234,14 @@ TEST_F(EstimatorCapi, BadInputIsACodeAndAMessage) {
   r.sequence_lengths = nullptr;
   EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(std::string(message).rfind("sequences: ", 0), 0u) << message;
+  // cold is 0, PSC_COLD or PSC_COLD_AFTER_FIRST_WAVE: a count or a mask is refused, not read as a kind.
+  r = request(64, "a");
+  r.cold = 3;
+  EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_BAD_INPUT);
+  EXPECT_EQ(std::string(message).rfind("cold: 3 ", 0), 0u) << message;
+  r.cold = PSC_COLD_AFTER_FIRST_WAVE;
+  EXPECT_EQ(psc_calibration_price(handle_, &r, &out, message, sizeof message), PSC_OK) << message;
+  r.sequence_lengths = nullptr;
   EXPECT_EQ(psc_calibration_price(nullptr, &r, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(psc_calibration_price(handle_, nullptr, &out, message, sizeof message), PSC_BAD_INPUT);
   EXPECT_EQ(psc_calibration_price(handle_, &r, nullptr, message, sizeof message), PSC_BAD_INPUT);

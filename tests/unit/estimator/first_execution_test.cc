@@ -76,12 +76,16 @@ TEST(FirstExecution, WhatAColdWaveKeepsIsChargedPerNewShapeAndItsScratchOnce) {
   EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
   EXPECT_EQ(c.first_execution_per_shape_bytes, kKept);
   EXPECT_EQ(c.first_execution_once_bytes, kScratch);
-  EXPECT_EQ(first_execution_allowance(c, 1), kScratch + kKept);
+  EXPECT_EQ(first_execution_allowance(c, 1, false), kScratch + kKept);
   // Three shapes, each maybe new: three caches, one scratch at a time (the
   // whole allowance per shape would have been 54).
-  EXPECT_EQ(first_execution_allowance(c, 3), kScratch + 3 * kKept);
-  EXPECT_EQ(calibrated_plan(c, true, 20, 3).transient_bytes, static_cast<pricing::Bytes>(kScratch + 3 * kKept));
+  EXPECT_EQ(first_execution_allowance(c, 3, false), kScratch + 3 * kKept);
+  EXPECT_EQ(calibrated_plan(c, true, 20, 3, false).transient_bytes, static_cast<pricing::Bytes>(kScratch + 3 * kKept));
   EXPECT_EQ(calibrated_plan(c, false, 20, 3).profiled, true);
+  // A wave that may be the process's first: what the first wave kept (it
+  // cannot say how much of it is the process's, how much its shape's) and a
+  // later shape's cache beside it.
+  EXPECT_EQ(first_execution_allowance(c, 1), kScratch + 2 * kKept);
 }
 
 // Made in one range and freed in another, first-execution memory may be
@@ -93,7 +97,7 @@ TEST(FirstExecution, WhatOneRangeMakesAndAnotherFreesIsChargedPerNewShape) {
   EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
   EXPECT_EQ(c.first_execution_per_shape_bytes, kScratch + kKept);
   EXPECT_EQ(c.first_execution_once_bytes, 0u);
-  EXPECT_EQ(first_execution_allowance(c, 3), 3 * (kScratch + kKept));
+  EXPECT_EQ(first_execution_allowance(c, 3, false), 3 * (kScratch + kKept));
 }
 
 TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAllowancePerShape) {
@@ -103,15 +107,17 @@ TEST(FirstExecution, TheSplitSurvivesTheJsonAndOlderCalibrationsChargeTheWholeAl
   EXPECT_EQ(j["first_execution"]["per_new_shape_bytes"], kKept);
   EXPECT_EQ(j["first_execution"]["once_bytes"], kScratch);
   const Calibration back = calibration_from_json(j);
-  EXPECT_EQ(first_execution_allowance(back, 3), kScratch + 3 * kKept);
-  // Written before the split: every shape was charged all of it, as then.
-  j["first_execution"].erase("per_new_shape_bytes");
-  j["first_execution"].erase("once_bytes");
+  EXPECT_EQ(first_execution_allowance(back, 3, false), kScratch + 3 * kKept);
+  // Written before the split (one allowance, "bytes"): every shape was
+  // charged all of it, as then.
+  for (const char* key : {"per_new_shape_bytes", "once_bytes", "after_first_wave_bytes", "first_wave_pairs"})
+    j["first_execution"].erase(key);
+  const uint64_t bytes = j["first_execution"]["bytes"];
   const Calibration old = calibration_from_json(j);
-  EXPECT_EQ(first_execution_allowance(old, 1), kScratch + kKept);
-  EXPECT_EQ(first_execution_allowance(old, 3), 3 * (kScratch + kKept));
+  EXPECT_EQ(first_execution_allowance(old, 1), bytes);
+  EXPECT_EQ(first_execution_allowance(old, 3, false), 3 * bytes);
   j["first_execution"]["per_new_shape_bytes"] = nullptr;  // null reads as absent
-  EXPECT_EQ(first_execution_allowance(calibration_from_json(j), 3), 3 * (kScratch + kKept));
+  EXPECT_EQ(first_execution_allowance(calibration_from_json(j), 3), 3 * bytes);
   // Counts near the limit saturate rather than wrap.
   Calibration huge = back;
   huge.first_execution_per_shape_bytes = UINT64_MAX / 2;
@@ -127,11 +133,16 @@ TEST(FirstExecution, TheProcesssFirstWaveIsChargedWhatItKeepsOnlyWhereItMayBeFir
   TempTrace trace("first-execution-first-wave");
   const Calibration c = calibrated(trace.path, false, kWorkspace);
   EXPECT_EQ(c.first_execution_pairs, 2u);
+  EXPECT_EQ(c.first_execution_first_wave_pairs, 1u);
   EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
   EXPECT_EQ(c.first_execution_per_shape_bytes, kKept);
-  EXPECT_EQ(c.first_execution_first_wave_bytes, kScratch + kKept + kWorkspace);
-  EXPECT_EQ(first_execution_allowance(c, 1), kScratch + kKept + kWorkspace);
-  EXPECT_EQ(first_execution_allowance(c, 3), kScratch + kKept + kWorkspace + 2 * kKept);
+  // The first wave's scratch and everything it kept, and a later shape's
+  // cache beside it: the workspace cannot be told apart from the first
+  // shape's own cache, so a first wave at another shape pays both.
+  constexpr uint64_t kFirstWave = kScratch + kKept + kWorkspace + kKept;
+  EXPECT_EQ(c.first_execution_first_wave_bytes, kFirstWave);
+  EXPECT_EQ(first_execution_allowance(c, 1), kFirstWave);
+  EXPECT_EQ(first_execution_allowance(c, 3), kFirstWave + 2 * kKept);
   EXPECT_EQ(first_execution_allowance(c, 1, false), kScratch + kKept);
   EXPECT_EQ(first_execution_allowance(c, 3, false), kScratch + 3 * kKept);
   EXPECT_EQ(calibrated_plan(c, true, 20, 1, false).transient_bytes, static_cast<pricing::Bytes>(kScratch + kKept));
@@ -141,15 +152,22 @@ TEST(FirstExecution, TheProcesssFirstWaveIsChargedWhatItKeepsOnlyWhereItMayBeFir
   request.cold = true;
   const uint64_t first = static_cast<uint64_t>(predict(c, request).price.raw_bytes);
   request.after_first_wave = true;
-  EXPECT_EQ(first - static_cast<uint64_t>(predict(c, request).price.raw_bytes), kWorkspace);
-  // The JSON keeps it; a calibration written before it charges every cold wave the same.
+  EXPECT_EQ(first - static_cast<uint64_t>(predict(c, request).price.raw_bytes), kFirstWave - kScratch - kKept);
+  // The JSON's "bytes" is the first wave's, all a reader that knows of no
+  // first wave charges; the later waves' allowance goes beside it.
   CalibrationJson j = calibration_to_json(c);
-  EXPECT_EQ(j["first_execution"]["first_wave_bytes"], kScratch + kKept + kWorkspace);
-  EXPECT_EQ(calibration_from_json(j).first_execution_first_wave_bytes, kScratch + kKept + kWorkspace);
-  j["first_execution"].erase("first_wave_bytes");
+  EXPECT_EQ(j["first_execution"]["bytes"], kFirstWave);
+  EXPECT_EQ(j["first_execution"]["after_first_wave_bytes"], kScratch + kKept);
+  EXPECT_EQ(j["first_execution"]["first_wave_pairs"], 1u);
+  const Calibration back = calibration_from_json(j);
+  EXPECT_EQ(back.first_execution_bytes, kScratch + kKept);
+  EXPECT_EQ(back.first_execution_first_wave_bytes, kFirstWave);
+  EXPECT_EQ(first_execution_allowance(back, 3, false), kScratch + 3 * kKept);
+  // Without it (written before): every cold wave pays "bytes".
+  j["first_execution"].erase("after_first_wave_bytes");
   const Calibration old = calibration_from_json(j);
-  EXPECT_EQ(first_execution_allowance(old, 1), kScratch + kKept);
-  EXPECT_EQ(first_execution_allowance(old, 1, false), kScratch + kKept);
+  EXPECT_EQ(first_execution_allowance(old, 1), kFirstWave);
+  EXPECT_EQ(first_execution_allowance(old, 1, false), kFirstWave);
 }
 
 // Where no cold wave came after a process's first, the first waves' own
