@@ -73,8 +73,10 @@ void sample_pools(const rt::RangeBoundary&) {
   for (int i = 0; i < kMaxPools; ++i) {
     const uint64_t pool = g_pools[i].load(std::memory_order_acquire);
     if (!pool) break;
-    uint64_t value;
-    if (!reserved_bytes(get_attribute, pool, &value)) continue;
+    uint64_t value = 0;
+    // A pool that no longer answers was destroyed: it holds nothing now (the
+    // last value would otherwise stand for it to the end of the trace).
+    if (!reserved_bytes(get_attribute, pool, &value)) value = 0;
     char name[48];
     pool_counter_name(name, pool);
     emit_if_changed(g_last_pool_value[i], name, value, g_pool_devices[i].load(std::memory_order_relaxed));

@@ -155,6 +155,9 @@ int pool() {
   CLIENT_CHECK(cudaFreeAsync(z, stream));
   client::range_pop();
   CLIENT_CHECK(cudaStreamSynchronize(stream));
+  CLIENT_CHECK(cudaMemPoolDestroy(own));  // then a boundary: the destroyed pool holds nothing
+  client::range_push("phase.d");
+  client::range_pop();
   return 0;
 }
 
