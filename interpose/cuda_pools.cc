@@ -53,6 +53,15 @@ void pool_counter_name(char* out, uint64_t pool) {
   out[n] = 0;
 }
 
+bool is_explicit_pool(uint64_t pool) {
+  for (int i = 0; i < kMaxPools; ++i) {
+    const uint64_t known = g_pools[i].load(std::memory_order_acquire);
+    if (known == 0) return false;  // slots fill from the front
+    if (known == pool) return true;
+  }
+  return false;
+}
+
 void sample_pools(const rt::RangeBoundary&) {
   if (!rt::enabled()) return;
   GetPoolFn get_pool = reinterpret_cast<GetPoolFn>(
@@ -67,8 +76,12 @@ void sample_pools(const rt::RangeBoundary&) {
     devices &= devices - 1;
     CUmemoryPool pool = nullptr;
     uint64_t value;
-    if (get_pool(&pool, d) == CUDA_SUCCESS && reserved_bytes(get_attribute, reinterpret_cast<uint64_t>(pool), &value))
+    if (get_pool(&pool, d) == CUDA_SUCCESS && reserved_bytes(get_attribute, reinterpret_cast<uint64_t>(pool), &value)) {
+      // A current pool that is also an explicit one (cudaDeviceSetMemPool) is
+      // sampled under its own name: counted here too, it would count twice.
+      if (is_explicit_pool(reinterpret_cast<uint64_t>(pool))) value = 0;
       emit_if_changed(g_last_device_value[d], "pool_reserved_bytes", value, static_cast<int16_t>(d));
+    }
   }
   for (int i = 0; i < kMaxPools; ++i) {
     const uint64_t pool = g_pools[i].load(std::memory_order_acquire);

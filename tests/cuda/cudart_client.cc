@@ -158,6 +158,20 @@ int pool() {
   CLIENT_CHECK(cudaMemPoolDestroy(own));  // then a boundary: the destroyed pool holds nothing
   client::range_push("phase.d");
   client::range_pop();
+  // An explicit pool made the device's current one: sampled once, under its own name.
+  cudaMemPool_t current = make_pool(0, ~0ull);
+  void *u, *v;
+  CLIENT_CHECK(cudaMallocFromPoolAsync(&u, 1u << 20, current, stream));
+  CLIENT_CHECK(cudaDeviceSetMemPool(0, current));
+  CLIENT_CHECK(cudaMallocAsync(&v, 1u << 20, stream));
+  client::range_push("phase.e");
+  client::print("current_pool", reinterpret_cast<uintptr_t>(current));
+  client::print("current_reserved_after_push_e", reserved(current));
+  CLIENT_CHECK(cudaFreeAsync(u, stream));
+  CLIENT_CHECK(cudaFreeAsync(v, stream));
+  client::range_pop();
+  CLIENT_CHECK(cudaStreamSynchronize(stream));
+  CLIENT_CHECK(cudaDeviceSetMemPool(0, device_pool));
   return 0;
 }
 

@@ -203,6 +203,16 @@ TEST(CudaPools, ReservedBytesAreSampledAtRangeBoundariesWhenTheyChange) {
   ASSERT_EQ(number(run.output, "own_reserved_after_push_c"), 2u << 20);
   EXPECT_EQ(own, (std::vector<uint64_t>{2u << 20, 0}))
       << "the explicit pool is sampled under its own name, and once destroyed holds nothing";
+  // An explicit pool made the device's current one: under its own name only
+  // (the device counter above saw nothing new at phase.e).
+  std::snprintf(name, sizeof name, "pool_reserved_bytes:0x%016llx",
+                static_cast<unsigned long long>(number(run.output, "current_pool")));
+  std::vector<uint64_t> current;
+  for (const Event& e : t.events)
+    if (e.kind == EventKind::kCounter && t.meta.string(e.name) == name) current.push_back(e.bytes);
+  ASSERT_FALSE(current.empty());
+  EXPECT_EQ(current.front(), number(run.output, "current_reserved_after_push_e"));
+  EXPECT_GT(current.front(), 0u);
 }
 
 TEST(CudaThreads, EachThreadsAllocationsKeepTheirDeviceStreamAndRange) {
