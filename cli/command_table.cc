@@ -115,14 +115,14 @@ CommandSpec price_command() {
   return {
       "price",
       {"price PLAN.json [--json] [--budget BYTES] [--report FILE]",
-       "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold] [--after-first-wave] "
+       "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold [--after-first-wave]] "
        "[--gradients-exist] [--rank-shares W,W,...] [--json]",
-       "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--backward-order I,J,...] [--cold] "
-       "[--gradients-exist] [--json]",
+       "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--backward-order I,J,...] "
+       "[--cold [--after-first-wave]] [--gradients-exist] [--json]",
        "price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N] [--slots A,B] "
-       "[--cold] [--gradients-exist] [--rank-shares W,W,...] [--json]",
+       "[--cold [--after-first-wave]] [--gradients-exist] [--rank-shares W,W,...] [--json]",
        "price --calibration CAL.json --budget BYTES --groups SLOT=W,SLOT=W,... [--backward-order I,J,...] "
-       "[--max-sequence-length L] [--max-tokens N] [--cold] [--gradients-exist] [--json]"},
+       "[--max-sequence-length L] [--max-tokens N] [--cold [--after-first-wave]] [--gradients-exist] [--json]"},
       "the price of a wave from a plan, or of a wave nobody recorded from a calibration (docs/pricing.md)",
       {
           {{"--json"}, "", "print JSON"},
