@@ -57,10 +57,10 @@ void finish_first_execution(const FirstExecutionFit& fit, Calibration* c) {
   // own scratch and cache, no less than the later waves had. Their kept
   // bytes cannot be told apart from the first shape's, so both are charged
   // (over by at most the later waves' per-shape bytes: 2 MiB on the GPU).
-  c->first_execution_first_wave_bytes = fit.first_wave.pairs == 0
-                                            ? c->first_execution_bytes
-                                            : std::max(fit.first_wave.once, shape.once) + fit.first_wave.per_shape +
-                                                  (fit.later_waves.pairs > 0 ? fit.later_waves.per_shape : 0);
+  // With no first-wave pair, or no later one, the first wave's parts or the
+  // later ones' are zero and this is first_execution_bytes.
+  c->first_execution_first_wave_bytes =
+      std::max(fit.first_wave.once, shape.once) + fit.first_wave.per_shape + fit.later_waves.per_shape;
   c->first_execution_first_wave_pairs = fit.first_wave.pairs;
 }
 
