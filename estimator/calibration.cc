@@ -241,7 +241,7 @@ MomentFit fit_moment(const MomentPoints& points) {
   return events_fit(with_values(l, values), 0, l.count()).value_or(maximum_fit(points));
 }
 
-// From waves of one size: what part of `whole` is left once the gradients
+// From waves of one or two sizes: what part of `whole` is left once the gradients
 // exist cannot be told to grow in proportion to the whole, or to stay a fixed
 // amount below it. Either may be right (a layer's freed scratch grows with
 // tokens; what it keeps need not), so the moment is the larger of both: the
@@ -271,8 +271,9 @@ MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& points) {
 // up (gradient waves' own gradients start at the same shared event), the
 // events before it make the before-gradient moment and those from it on the
 // after-gradient one, its values counting the gradients made so far; where
-// they do not, the maxima are fitted, the after-gradient one from two sizes
-// or more, scaled from the before-gradient fit from one, equal to it from none.
+// they do not, the maxima are fitted, the after-gradient one from three sizes
+// or more, scaled from the before-gradient fit from one or two (calibration.h),
+// equal to it from none.
 std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const MomentPoints& before,
                                           const MomentPoints& after) {
   const LinedUp l = line_up(layer);
@@ -317,7 +318,7 @@ std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const Momen
     same.method = "same as before";
     return {b, same};
   }
-  if (distinct_sizes(maxima(after)) >= 2) return {b, maximum_fit(after)};
+  if (distinct_sizes(maxima(after)) >= 3) return {b, maximum_fit(after)};
   return {b, scaled_moment(b, after)};
 }
 

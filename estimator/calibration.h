@@ -87,9 +87,12 @@ struct MomentFit {
 };
 
 // The after-gradient moments come from waves that made gradients: fitted like
-// the others from two sizes or more; from one, the before-gradient fit scaled
-// by the largest measured ratio ("scaled before"); from none, equal to the
-// before-gradient fit (no credit, "same as before").
+// the others from three sizes or more; from one or two, the larger of the
+// before-gradient fit scaled by the largest measured ratio and less the
+// smallest measured credit ("scaled before": two sizes would take the
+// conservative growth through two points, which packed waves send far above
+// a long single sequence); from none, equal to the before-gradient fit (no
+// credit, "same as before").
 struct MomentFits {
   MomentFit head;
   std::vector<MomentFit> before_gradient;  // per layer

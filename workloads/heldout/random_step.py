@@ -9,7 +9,9 @@ time and warm the next, like step.py:
 
     accumulating     a step is every wave, then AdamW over the adapters and
                      zero_grad(set_to_none=True): the first wave makes the
-                     adapter gradients, the others add to them
+                     adapter gradients, the others add to them; step k
+                     starts at wave k, as a data loader's steps do not all
+                     start with one wave (README: gradient accumulation)
     step per wave    every wave is a step of its own: every wave makes the
                      adapter gradients
 
@@ -123,7 +125,7 @@ def run_groups(arguments, out=sys.stdout):
     started = time.perf_counter()
     steps = train_steps(arguments.steps, waves,
                         lambda step, index, wave: run_group_wave(models, spec, step, index, wave, seen, out),
-                        optimizer, spec.model.accumulate)
+                        optimizer, spec.model.accumulate, rotate=True)
     end_run(annotations)
     print(f"  {arguments.steps * len(waves)} waves in {steps} optimizer steps, "
           f"{time.perf_counter() - started:.2f} s", file=out)
@@ -152,7 +154,7 @@ def run(arguments, out=sys.stdout):
     steps = train_steps(arguments.steps, waves,
                         lambda step, index, lengths: run_wave(model, spec, arguments, step, index, lengths, seen,
                                                               out),
-                        optimizer, spec.accumulate)
+                        optimizer, spec.accumulate, rotate=True)
     end_run(annotations)
     print(f"  {arguments.steps * len(waves)} waves in {steps} optimizer steps, "
           f"{time.perf_counter() - started:.2f} s", file=out)

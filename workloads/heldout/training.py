@@ -9,13 +9,17 @@ peakscope buffered is written and the annotations come off.
 import peakscope
 
 
-def train_steps(steps, waves, run_wave, optimizer, accumulate=True):
+def train_steps(steps, waves, run_wave, optimizer, accumulate=True, rotate=False):
     """Runs `run_wave(step, index, wave)` for every wave of every step;
-    returns how many optimizer steps ran."""
+    returns how many optimizer steps ran. With `rotate`, step k starts at
+    wave k (mod the count), as a data loader's steps do not all start with
+    one wave: in an accumulating step the first wave makes the gradients,
+    and a calibration needs them made at more than one size."""
     optimizer_steps = 0
     for step in range(steps):
-        for index, wave in enumerate(waves):
-            run_wave(step, index, wave)
+        first = step % len(waves) if rotate and waves else 0
+        for index in list(range(first, len(waves))) + list(range(first)):
+            run_wave(step, index, waves[index])
             if not accumulate:
                 end_step(optimizer)
                 optimizer_steps += 1
