@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -158,6 +159,57 @@ void refuse_host_floors(const std::vector<Liveness>& traces, const CalibrateOpti
       throw UsageError(problem + " (or pass --allow-host-floor to calibrate from it anyway)");
 }
 
+// What the calibration could not measure, and which waves would measure it.
+void print_notes(const Calibration& calibration) {
+  // Prices read `waiting` with the conservative growth where no group of the
+  // size waited: the recipe (README, "Price the next wave") is for each to wait.
+  if (calibration.waiting && calibration.waiting->sizes < calibration.head_saved.sizes)
+    fmt::print(stderr,
+               "peakscope calibrate: note: groups waited for another group's backward at {} of the {} group sizes; "
+               "at the others, what a waiting group holds is priced with the conservative growth (record waves in "
+               "which each group size runs its backward after another group's)\n",
+               calibration.waiting->sizes, calibration.head_saved.sizes);
+  // Only a trace's first training wave beside a warm twin measures what a
+  // process's first wave keeps (library workspaces).
+  if (calibration.first_execution_pairs > 0 && calibration.first_execution_first_wave_pairs == 0)
+    fmt::print(stderr,
+               "peakscope calibrate: note: no trace's first wave has a warm twin (a later wave of its shape), so what "
+               "a process's first wave keeps (library workspaces) is not measured: a first wave is priced with the "
+               "later cold waves' allowance (run the first wave's shape again later in the trace)\n");
+  // Packed calibrations bound the squares of a longer longest sequence
+  // (growth.h, priced_size): said here, before a price meets it.
+  const GrowthTerm& w = calibration.workspace;
+  if (w.bounds_longer_sequences())
+    fmt::print(stderr,
+               "peakscope calibrate: note: the longest calibrated sequence has {} tokens; a wave with a longer one is "
+               "priced with its squares bounded as l_max^2 / {:.3g} (up to {:.3g} times its own) and warned about\n",
+               std::lround(std::sqrt(w.largest.longest_square)), w.least_longest_share, 1 / w.least_longest_share);
+  // Packed waves without the recipe's wave of one sequence, or at fewer than
+  // five sizes: the fit cannot tell the longest sequence's squares apart.
+  if (w.largest.sequences > 1 && !w.tells_longest_apart())
+    fmt::print(stderr,
+               "peakscope calibrate: note: packed waves at {} size{}{}; the README's recipe for packed models adds a "
+               "wave of one sequence and a wave of many short sequences, five sizes or more in all (packed models "
+               "drawn at random were priced up to 17% under without them: docs/accuracy.md)\n",
+               w.sizes, w.sizes == 1 ? "" : "s", w.calibrated_one_sequence() ? "" : ", none of one sequence");
+  // One size of one sequence: a longer one is priced from the packings.
+  else if (w.largest.sequences > 1 && w.knots.size() < 2)
+    fmt::print(stderr,
+               "peakscope calibrate: note: one size of one sequence among the packed waves; a wave of one longer "
+               "sequence is priced from the packings (an allowance): the README's recipe adds one sequence as long as "
+               "your packer's longest (docs/pricing.md)\n");
+  // After-gradient moments read off the before-gradient fit (calibration.h):
+  // an estimate, which waves making gradients at three sizes replace.
+  if (calibration.moments &&
+      std::any_of(calibration.moments->after_gradient.begin(), calibration.moments->after_gradient.end(),
+                  [](const MomentFit& m) { return m.method == "scaled before"; }))
+    fmt::print(stderr,
+               "peakscope calibrate: note: waves made adapter gradients at fewer than 3 sizes; what a layer holds "
+               "once its gradients exist is read off its before-gradient fit (scaled by the measured ratio or less "
+               "the measured credit, whichever is larger: docs/accuracy.md); with gradient accumulation, begin the "
+               "calibration's steps with waves of 3 sizes or more to measure it\n");
+}
+
 // The calibration of `traces` with its margin; `warnings` (host floors
 // accepted) go into it. Throws CalibrationError when the waves cannot make one.
 Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions& o, bool quiet) {
@@ -179,43 +231,7 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
   // A CalibrationError reaches main, which prints it like any bad input.
   Calibration calibration = calibrate(traces, o.safety);
   calibration.warnings = warnings;
-  // Prices read `waiting` with the conservative growth where no group of the
-  // size waited: the recipe (README, "Price the next wave") is for each to wait.
-  if (!quiet && calibration.waiting && calibration.waiting->sizes < calibration.head_saved.sizes)
-    fmt::print(stderr,
-               "peakscope calibrate: note: groups waited for another group's backward at {} of the {} group sizes; "
-               "at the others, what a waiting group holds is priced with the conservative growth (record waves in "
-               "which each group size runs its backward after another group's)\n",
-               calibration.waiting->sizes, calibration.head_saved.sizes);
-  // Only a trace's first training wave beside a warm twin measures what a
-  // process's first wave keeps (library workspaces).
-  if (!quiet && calibration.first_execution_pairs > 0 && calibration.first_execution_first_wave_pairs == 0)
-    fmt::print(stderr,
-               "peakscope calibrate: note: no trace's first wave has a warm twin (a later wave of its shape), so what "
-               "a process's first wave keeps (library workspaces) is not measured: a first wave is priced with the "
-               "later cold waves' allowance (run the first wave's shape again later in the trace)\n");
-  // Packed calibrations bound the squares of a longer longest sequence
-  // (growth.h, priced_size): said here, before a price meets it.
-  const GrowthTerm& w = calibration.workspace;
-  if (!quiet && w.bounds_longer_sequences())
-    fmt::print(stderr,
-               "peakscope calibrate: note: the longest calibrated sequence has {} tokens; a wave with a longer one is "
-               "priced with its squares bounded as l_max^2 / {:.3g} (up to {:.3g} times its own) and warned about\n",
-               std::lround(std::sqrt(w.largest.longest_square)), w.least_longest_share, 1 / w.least_longest_share);
-  // Packed waves without the recipe's wave of one sequence, or at fewer than
-  // five sizes: the fit cannot tell the longest sequence's squares apart.
-  if (!quiet && w.largest.sequences > 1 && !w.tells_longest_apart())
-    fmt::print(stderr,
-               "peakscope calibrate: note: packed waves at {} size{}{}; the README's recipe for packed models adds a "
-               "wave of one sequence and a wave of many short sequences, five sizes or more in all (packed models "
-               "drawn at random were priced up to 17% under without them: docs/accuracy.md)\n",
-               w.sizes, w.sizes == 1 ? "" : "s", w.calibrated_one_sequence() ? "" : ", none of one sequence");
-  // One size of one sequence: a longer one is priced from the packings.
-  else if (!quiet && w.largest.sequences > 1 && w.knots.size() < 2)
-    fmt::print(stderr,
-               "peakscope calibrate: note: one size of one sequence among the packed waves; a wave of one longer "
-               "sequence is priced from the packings (an allowance): the README's recipe adds one sequence as long as "
-               "your packer's longest (docs/pricing.md)\n");
+  if (!quiet) print_notes(calibration);
   if (!o.flat_safety) {
     if (!quiet) progress_stage("deriving the margin: each size left out in turn", 0);
     calibration.margin = derive_margin(traces, calibration);
