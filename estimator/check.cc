@@ -140,10 +140,13 @@ std::vector<CheckRow> check_trace(const Calibration& c, const Liveness& trace) {
     row.warnings = group_warnings(w);
     row.price = pricing::price(plan);
     row.margin = plan.safety_factor - 1.0;
-    for (const WaveSize& size : w.group_sizes())
-      for (std::string& feature : c.workspace.outside_features(size))
+    for (const WaveSize& size : w.group_sizes()) {
+      std::vector<std::string> features = c.workspace.outside_features(size);
+      if (c.workspace.below_knots(size)) features.push_back("one shorter sequence");
+      for (std::string& feature : features)
         if (std::find(row.outside.begin(), row.outside.end(), feature) == row.outside.end())
           row.outside.push_back(std::move(feature));
+    }
     row.floor_price = pricing::price(plan_for_wave(c, w, true));
     row.raw_error = error_of(row.price.raw_bytes, w.measured_peak_bytes);
     row.admitted_error = error_of(row.price.required_bytes, w.measured_peak_bytes);

@@ -82,6 +82,9 @@ struct Extrapolation {
   // its Σl² / t² (1) beyond every calibration wave's, which the fit in (t,
   // Σl²) never varied apart from the tokens.
   bool one_sequence_unseen = false;
+  // A wave of one sequence shorter than any calibrated one (GrowthTerm::
+  // below_knots): the longest such, and the shortest calibrated.
+  int64_t shorter_one_sequence = 0, shortest_one_sequence = 0;
   // A packed group of shorter sequences than any calibrated packing (fewer
   // squares than the calibration's hull at its tokens: GrowthTerm::
   // squares_floor), the largest such: its tokens, squares and the hull's.
