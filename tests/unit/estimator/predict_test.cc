@@ -385,10 +385,11 @@ TEST(Predict, OneSequenceShorterThanAnyCalibratedWarns) {
       if (line.rfind("a wave of one sequence of ", 0) == 0) return line;
     return std::string();
   };
-  EXPECT_EQ(warned(59, {}),
-            "a wave of one sequence of 59 tokens, shorter than the shortest calibrated (100): no chord bounds it and it "
-            "is priced from the packings' plane (held-out models needed up to 0.17% more: docs/accuracy.md); "
-            "calibrate with one sequence as short");
+  EXPECT_EQ(
+      warned(59, {}),
+      "a wave of one sequence of 59 tokens, shorter than the shortest calibrated (100): no chord bounds it and it "
+      "is priced from the packings' plane (held-out models needed up to 0.17% more: docs/accuracy.md); "
+      "calibrate with one sequence as short");
   EXPECT_EQ(warned(150, {}), "");
   EXPECT_EQ(warned(59, {30, 29}), "");
   WaveRequest r;
