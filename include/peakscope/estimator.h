@@ -42,6 +42,10 @@ extern "C" {
 #define PSC_EXTRAPOLATED_OUTSIDE 1   /* a term priced outside the sizes it was calibrated on */
 #define PSC_EXTRAPOLATED_FEW_SIZES 2 /* a term calibrated from fewer than 3 sizes */
 #define PSC_EXTRAPOLATED_WAITING 4   /* groups priced waiting with a bound: no calibration wave measured it (v2) */
+/* a group no calibration wave bounds though each feature lies inside: one
+   sequence against packed waves only or shorter than any calibrated, or a
+   packing of shorter sequences than any calibrated (v3) */
+#define PSC_EXTRAPOLATED_UNBOUNDED 8
 
 /* psc_wave_request.cold: 0 a warm wave; PSC_COLD a shape not run before,
  * priced as if it were the process's first wave (the workspaces and modules a

@@ -34,6 +34,8 @@ PSC_OK = 0
 PSC_BAD_INPUT = 2
 EXTRAPOLATED_OUTSIDE = 1
 EXTRAPOLATED_FEW_SIZES = 2
+EXTRAPOLATED_WAITING = 4
+EXTRAPOLATED_UNBOUNDED = 8
 MOMENTS = (None, "head", "before_gradient", "after_gradient", "forward")  # psc_price.peak_moment, estimator's moment_name
 COMPONENTS = ("output", "retained", "workspace", "input_gradient", "adapter_gradient", "moment", "transient")
 MESSAGE_BYTES = 4096
@@ -71,7 +73,8 @@ class Price:
     peak_layer: int       # the layer whose recompute holds the peak; -1: none, or the head
     peak_moment: str      # "head", "before_gradient", "after_gradient", "forward", or None
     warnings: list        # one line per kind of extrapolation
-    extrapolated: bool    # some term priced outside its calibrated sizes, or from fewer than 3
+    extrapolated: bool    # some term priced outside its calibrated sizes, or from fewer than 3, or a wave
+                          # that no calibration wave bounds (one sequence shorter than any calibrated)
 
 
 @dataclass(frozen=True)

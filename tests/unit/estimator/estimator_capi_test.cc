@@ -119,9 +119,14 @@ void expect_same(const psc_price& got, const Prediction& want) {
   EXPECT_EQ(got.transient, p.components.transient);
   EXPECT_EQ(got.peak_layer, p.peak.layer);
   EXPECT_EQ(got.peak_moment, static_cast<int32_t>(p.peak.moment));
-  EXPECT_EQ(got.extrapolated, (want.extrapolation.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) |
-                                  (want.extrapolation.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
-                                  (want.extrapolation.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0));
+  EXPECT_EQ(got.extrapolated,
+            (want.extrapolation.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) |
+                (want.extrapolation.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
+                (want.extrapolation.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0) |
+                (want.extrapolation.one_sequence_unseen || want.extrapolation.shorter_one_sequence > 0 ||
+                         want.extrapolation.shorter_tokens > 0
+                     ? PSC_EXTRAPOLATED_UNBOUNDED
+                     : 0));
 }
 
 std::string joined(const std::vector<std::string>& lines) {
@@ -412,6 +417,48 @@ TEST_F(EstimatorCapi, AGroupsBackwardOrderIsReadFromVersionThree) {
   EXPECT_EQ(admission.admitted_tokens, in_order.tokens);
   shape.backward_order.clear();
   EXPECT_GE(admission.admitted_tokens, admit_wave(expected_, shape, 0, 1 << 16, budget).tokens);
+}
+
+// A wave inside every calibrated feature that no calibration wave bounds
+// (one sequence shorter than the calibration's shortest, knots at 100 and
+// 200 tokens) comes back flagged, with the warning the CLI prints: a caller
+// that shows warnings only for a flagged price sees it.
+TEST_F(EstimatorCapi, AWaveNoCalibrationWaveBoundsIsFlaggedWithItsWarning) {
+  Calibration c = synthetic();
+  auto knots = [](GrowthTerm& t) { t.knots = {{100, t.line(int64_t{100})}, {200, t.line(int64_t{200})}}; };
+  for (GrowthTerm* t : {&c.workspace, &c.input_gradient, &c.output, &c.head_saved}) knots(*t);
+  for (GrowthTerm& t : c.boundary) knots(t);
+  for (GrowthTerm& t : c.moments->head.events) knots(t);
+  for (auto* fits : {&c.moments->before_gradient, &c.moments->after_gradient})
+    for (MomentFit& m : *fits)
+      for (GrowthTerm& t : m.events) knots(t);
+  const std::string path = scratch_.path("knots.json");
+  std::ofstream(path) << calibration_to_json(c).dump(1);
+  char error[256];
+  psc_calibration* handle = psc_calibration_load(path.c_str(), error, sizeof error);
+  ASSERT_NE(handle, nullptr) << error;
+  std::ifstream in(path);
+  const Calibration file = calibration_from_json(CalibrationJson::parse(in));
+  for (const int64_t tokens : {59, 150}) {
+    SCOPED_TRACE(tokens);
+    psc_wave_request r = request(tokens, "a");
+    psc_price out = empty_price();
+    char message[1024];
+    ASSERT_EQ(psc_calibration_price(handle, &r, &out, message, sizeof message), PSC_OK) << message;
+    WaveRequest want;
+    want.tokens = tokens;
+    want.slots = {"a"};
+    const Prediction p = predict(file, want);
+    expect_same(out, p);
+    EXPECT_EQ((out.extrapolated & PSC_EXTRAPOLATED_UNBOUNDED) != 0, tokens < 100);
+    EXPECT_EQ(message, joined(p.extrapolation.warnings(file)));
+    EXPECT_EQ(
+        std::string(message).find("a wave of one sequence of 59 tokens, shorter than the shortest calibrated (100)") !=
+            std::string::npos,
+        tokens < 100)
+        << message;
+  }
+  psc_calibration_free(handle);
 }
 
 TEST_F(EstimatorCapi, OneHandleManyThreads) {
