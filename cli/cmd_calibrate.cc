@@ -202,7 +202,7 @@ void print_notes(const Calibration& calibration) {
   // an estimate, which waves making gradients at three sizes replace.
   if (calibration.moments &&
       std::any_of(calibration.moments->after_gradient.begin(), calibration.moments->after_gradient.end(),
-                  [](const MomentFit& m) { return m.method == "scaled before"; }))
+                  [](const MomentFit& m) { return m.method == kScaledBefore; }))
     fmt::print(stderr,
                "peakscope calibrate: note: waves made adapter gradients at fewer than 3 sizes; what a layer holds "
                "once its gradients exist is read off its before-gradient fit (scaled by the measured ratio or less "

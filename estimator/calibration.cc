@@ -263,7 +263,7 @@ MomentFit scaled_moment(const MomentFit& whole, const MomentPoints& points) {
   MomentFit scaled = transformed(ratio, 0);
   const MomentFit shifted = transformed(1, credit);
   scaled.events.insert(scaled.events.end(), shifted.events.begin(), shifted.events.end());
-  scaled.method = "scaled before";
+  scaled.method = kScaledBefore;
   return scaled;
 }
 

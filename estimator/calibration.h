@@ -86,6 +86,9 @@ struct MomentFit {
   bool prices_like(const MomentFit& other) const;
 };
 
+// MomentFit::method of an after-gradient moment read off the before-gradient fit.
+inline constexpr const char kScaledBefore[] = "scaled before";
+
 // The after-gradient moments come from waves that made gradients: fitted like
 // the others from three sizes or more; from one or two, the larger of the
 // before-gradient fit scaled by the largest measured ratio and less the

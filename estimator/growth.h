@@ -144,13 +144,18 @@ struct GrowthTerm {
     return knots.size() >= 2 && size.sequences <= 1 && size.square_tokens <= one_sequence * (1 + 1e-9) &&
            size.tokens >= knots.front().tokens && size.tokens <= knots.back().tokens;
   }
-  // A wave of one sequence shorter than the shortest of the knots: no chord
-  // bounds it, and no calibration wave lies beyond it in every feature (the
-  // only waves of one sequence are longer), so the plane through the
-  // packings prices it unbounded; held-out models priced such waves up to
-  // 0.17% under (docs/accuracy.md). Warned, not priced differently.
+  // A packed calibration's wave of one sequence (its squares its tokens', not
+  // a group's share of a packed wave) shorter than the shortest of the knots:
+  // no chord bounds it, and no calibration wave lies beyond it in every
+  // feature (the only waves of one sequence are longer), so the plane through
+  // the packings prices it unbounded; held-out models priced such waves up to
+  // 0.17% under (docs/accuracy.md). Warned, not priced differently. A
+  // calibration of waves of one sequence only fits them all and says so with
+  // its range.
   bool below_knots(WaveSize size) const {
-    return knots.size() >= 2 && size.sequences <= 1 && size.tokens < knots.front().tokens;
+    const double one_sequence = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
+    return knots.size() >= 2 && largest.sequences > 1 && size.sequences <= 1 &&
+           size.square_tokens <= one_sequence * (1 + 1e-9) && size.tokens < knots.front().tokens;
   }
   // A packed wave whose longest sequence lies inside the knots' tokens (a
   // packed calibration's waves of one sequence): the plane's price of its

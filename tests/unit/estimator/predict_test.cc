@@ -395,6 +395,19 @@ TEST(Predict, OneSequenceShorterThanAnyCalibratedWarns) {
   WaveRequest r;
   r.tokens = 59;
   EXPECT_EQ(predict(c, r).price.raw_bytes, predict(without, r).price.raw_bytes);
+  // A group's share of a packed wave is one sequence with more squares than
+  // its tokens': not a wave of one sequence.
+  Calibration two_slots = c;
+  two_slots.adapter_gradient_bytes["b"] = {100, 100};
+  r.tokens = 118;
+  r.sequence_lengths = {100, 18};  // two groups of 59 tokens, each with 5,162 squares
+  r.slots = {"a", "b"};
+  for (const std::string& line : predict(two_slots, r).extrapolation.warnings(two_slots))
+    EXPECT_NE(line.rfind("a wave of one sequence of ", 0), 0u) << line;
+  // A calibration of waves of one sequence only has knots too, and fits
+  // them all: nothing to say beyond its range.
+  for_each_term(c, [](GrowthTerm& t) { t.largest.sequences = 1; });
+  EXPECT_EQ(warned(59, {}), "");
 }
 
 TEST(Predict, BadRequestsNameTheField) {
