@@ -151,8 +151,7 @@ int32_t moment_code(psc::pricing::Moment moment) {
 
 int32_t extrapolated_flags(const psc::Extrapolation& e) {
   return (e.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) | (e.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
-         (e.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0) |
-         (e.one_sequence_unseen || e.shorter_one_sequence > 0 || e.shorter_tokens > 0 ? PSC_EXTRAPOLATED_UNBOUNDED : 0);
+         (e.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0) | (e.unbounded() ? PSC_EXTRAPOLATED_UNBOUNDED : 0);
 }
 
 psc_price to_price(const psc::pricing::Price& p, const psc::Extrapolation& e) {

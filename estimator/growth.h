@@ -140,9 +140,8 @@ struct GrowthTerm {
   // squares (the plane is fitted on the packings and the shortest sequence
   // alone; the longer ones are knots only).
   bool within_knots(WaveSize size) const {
-    const double one_sequence = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
-    return knots.size() >= 2 && size.sequences <= 1 && size.square_tokens <= one_sequence * (1 + 1e-9) &&
-           size.tokens >= knots.front().tokens && size.tokens <= knots.back().tokens;
+    return knots.size() >= 2 && one_sequence(size) && size.tokens >= knots.front().tokens &&
+           size.tokens <= knots.back().tokens;
   }
   // A packed calibration's wave of one sequence (its squares its tokens', not
   // a group's share of a packed wave) shorter than the shortest of the knots:
@@ -153,9 +152,13 @@ struct GrowthTerm {
   // calibration of waves of one sequence only fits them all and says so with
   // its range.
   bool below_knots(WaveSize size) const {
-    const double one_sequence = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
-    return knots.size() >= 2 && largest.sequences > 1 && size.sequences <= 1 &&
-           size.square_tokens <= one_sequence * (1 + 1e-9) && size.tokens < knots.front().tokens;
+    return knots.size() >= 2 && largest.sequences > 1 && one_sequence(size) && size.tokens < knots.front().tokens;
+  }
+  // A wave of one sequence: its squares its tokens', not a group's share of
+  // a packed wave (one sequence by count, with more squares than that).
+  static bool one_sequence(WaveSize size) {
+    const double whole = static_cast<double>(size.tokens) * static_cast<double>(size.tokens);
+    return size.sequences <= 1 && size.square_tokens <= whole * (1 + 1e-9);
   }
   // A packed wave whose longest sequence lies inside the knots' tokens (a
   // packed calibration's waves of one sequence): the plane's price of its

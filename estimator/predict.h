@@ -90,6 +90,9 @@ struct Extrapolation {
   // squares_floor), the largest such: its tokens, squares and the hull's.
   int64_t shorter_tokens = 0;
   double shorter_squares = 0, shorter_floor = 0;
+  // A group no calibration wave bounds though each of its features lies
+  // inside the calibrated ones (the three kinds above).
+  bool unbounded() const { return one_sequence_unseen || shorter_one_sequence > 0 || shorter_tokens > 0; }
   // `term` read at `size`, where `fit.outside_mask(size)` is `mask` (the
   // reader has it already). `term` is a name with static storage: each is
   // kept once, by pointer, without building a string per term read (a price

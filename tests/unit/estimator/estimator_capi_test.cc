@@ -119,14 +119,10 @@ void expect_same(const psc_price& got, const Prediction& want) {
   EXPECT_EQ(got.transient, p.components.transient);
   EXPECT_EQ(got.peak_layer, p.peak.layer);
   EXPECT_EQ(got.peak_moment, static_cast<int32_t>(p.peak.moment));
-  EXPECT_EQ(got.extrapolated,
-            (want.extrapolation.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) |
-                (want.extrapolation.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
-                (want.extrapolation.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0) |
-                (want.extrapolation.one_sequence_unseen || want.extrapolation.shorter_one_sequence > 0 ||
-                         want.extrapolation.shorter_tokens > 0
-                     ? PSC_EXTRAPOLATED_UNBOUNDED
-                     : 0));
+  EXPECT_EQ(got.extrapolated, (want.extrapolation.outside.empty() ? 0 : PSC_EXTRAPOLATED_OUTSIDE) |
+                                  (want.extrapolation.few_sizes.empty() ? 0 : PSC_EXTRAPOLATED_FEW_SIZES) |
+                                  (want.extrapolation.waiting_assumed ? PSC_EXTRAPOLATED_WAITING : 0) |
+                                  (want.extrapolation.unbounded() ? PSC_EXTRAPOLATED_UNBOUNDED : 0));
 }
 
 std::string joined(const std::vector<std::string>& lines) {
