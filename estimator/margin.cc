@@ -7,8 +7,10 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "estimator/check.h"
 
@@ -21,17 +23,24 @@ bool calibrated(const WaveLiveness& w) { return w.tokens > 0 && w.children.empty
 int64_t group_tokens(const WaveLiveness& w) { return w.largest_group_tokens(); }
 
 // The largest relative spread of measured peaks among waves recorded more
-// than once in the same state: same shape, same packing, cold or warm alike,
-// the same gradients live when they began. Not a fit's error: the peak's own.
+// than once in the same state: same shape (tokens, packing, each group's
+// tokens, packing and slot, the order their backwards ran), cold or warm
+// alike, the same gradients live when they began. Not a fit's error: the
+// peak's own. Waves of the same tokens split otherwise between groups are
+// other waves, not repeats.
 double jitter(const std::vector<Liveness>& traces, std::string* where) {
-  using Key = std::tuple<int64_t, std::vector<int64_t>, bool, int64_t, std::vector<std::string>, uint64_t>;
+  using GroupKey = std::tuple<int64_t, std::vector<int64_t>, std::string>;
+  using Key = std::tuple<int64_t, std::vector<int64_t>, bool, int64_t, std::vector<std::string>, uint64_t,
+                         std::vector<GroupKey>, std::vector<int32_t>>;
   std::map<Key, std::pair<uint64_t, uint64_t>> range;  // least, largest peak
   for (const Liveness& t : traces) {
     for (const WaveLiveness& w : t.waves) {
       if (!calibrated(w)) continue;
       const uint64_t live =
           std::accumulate(w.gradient_live_at_start_bytes.begin(), w.gradient_live_at_start_bytes.end(), uint64_t{0});
-      const Key key{w.tokens, w.sequence_lengths, w.cold, w.groups, w.slots, live};
+      std::vector<GroupKey> groups;
+      for (const WaveLiveness::Group& g : w.group_list) groups.emplace_back(g.tokens, g.sequence_lengths, g.slot);
+      const Key key{w.tokens, w.sequence_lengths, w.cold, w.groups, w.slots, live, groups, w.backward_order};
       auto [it, fresh] = range.emplace(key, std::make_pair(w.measured_peak_bytes, w.measured_peak_bytes));
       if (!fresh) {
         it->second.first = std::min(it->second.first, w.measured_peak_bytes);

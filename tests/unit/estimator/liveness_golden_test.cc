@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "estimator/calibration.h"
 #include "estimator/check.h"
 #include "estimator/liveness.h"
+#include "estimator/margin.h"
 #include "tests/support/synthetic_trace.h"
 #include "tests/support/test_support.h"
 
@@ -786,6 +788,28 @@ TEST(LivenessGolden, CalibratedFromTwoGroupWavesAlonePricesUnequalGroupsInTheirO
   // the runs that waited measured, not the most its head held (X2 + L).
   ASSERT_TRUE(c.waiting.has_value());
   EXPECT_DOUBLE_EQ(c.waiting->line(int64_t{10}), 100.0);
+}
+
+// The derived margin's jitter compares waves recorded more than once in the
+// same state. Waves of the same tokens split otherwise between the groups
+// (10+30 and 30+10) or run in another order are other waves, with other
+// peaks, not repeats whose spread says how much a peak varies run to run.
+TEST(LivenessGolden, TheMarginsJitterComparesOnlyRepeatsOfOneSplitAndOrder) {
+  TempTrace cal("gj");
+  write_two_groups(cal.path, {{10, 30}, {30, 10}, {20, 20}, {40, 20}});
+  const Liveness waves = analyze_liveness(cal.path);
+  std::set<uint64_t> forty;  // the peaks of the 40-token waves
+  for (const WaveLiveness& w : waves.waves)
+    if (w.tokens == 40) forty.insert(w.measured_peak_bytes);
+  ASSERT_GT(forty.size(), 1u);  // other splits, other peaks
+  const Margin once = derive_margin({waves}, calibrate({waves}));
+  ASSERT_TRUE(once.derived);
+  for (const std::string& line : once.evidence) EXPECT_EQ(line.find("repeated waves"), std::string::npos) << line;
+  // The same waves recorded twice measure the same peaks: still no spread.
+  const Margin twice = derive_margin({waves, waves}, calibrate({waves, waves}));
+  ASSERT_TRUE(twice.derived);
+  for (const std::string& line : twice.evidence) EXPECT_EQ(line.find("repeated waves"), std::string::npos) << line;
+  EXPECT_EQ(twice.inside, once.inside);
 }
 
 TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
