@@ -20,8 +20,21 @@ void add_first_execution(const Liveness& t, const WaveLiveness& cold, FirstExecu
     unexplained = static_cast<uint64_t>(std::max<int64_t>(0, d.unexplained_growth_delta_bytes));
   }
   c->first_execution_unexplained_bytes = std::max(c->first_execution_unexplained_bytes, unexplained);
-  const uint64_t peak_delta =
-      cold.measured_peak_bytes > warm.measured_peak_bytes ? cold.measured_peak_bytes - warm.measured_peak_bytes : 0;
+  // A step's first wave makes its adapter gradients and a later one
+  // (accumulating) adds to them: a cold wave that began a step beside a
+  // warm twin that did not has its peak raised by gradients that prices
+  // charge on their own. Those made in the cold wave beyond the twin's, live
+  // at its peak, are not a first execution's. (The other way round, the
+  // twin's peak is left as it is: its gradients may have moved its peak to
+  // another moment, and what they add there is not known.)
+  const auto gradients_at_peak = [](const WaveLiveness& w) {
+    return w.at_peak_bytes[static_cast<size_t>(Category::kAdapterGradient)];
+  };
+  const uint64_t extra_gradients =
+      gradients_at_peak(cold) > gradients_at_peak(warm) ? gradients_at_peak(cold) - gradients_at_peak(warm) : 0;
+  const uint64_t cold_peak =
+      cold.measured_peak_bytes > extra_gradients ? cold.measured_peak_bytes - extra_gradients : 0;
+  const uint64_t peak_delta = cold_peak > warm.measured_peak_bytes ? cold_peak - warm.measured_peak_bytes : 0;
   // The cold peak is at most the twin's state at that moment plus the
   // first-execution allocations live then: their most live together
   // bounds it at any size where they do not grow. Of those, scratch (made

@@ -28,7 +28,11 @@ constexpr uint64_t kKept = 11;    // made by a cold wave and kept: the new shape
 // groups run), and make kKept bytes that stay live to the end of the trace.
 // With `workspace`, the wave also makes that many bytes and keeps them (what
 // a process's first wave keeps: a library's workspace).
-void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = false, uint64_t workspace = 0) {
+// With `gradient`, its backward also makes kGradient bytes of adapter
+// gradient at that address (a step's first wave; the optimizer frees them).
+constexpr uint64_t kGradient = 1000;
+void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = false, uint64_t workspace = 0,
+          uint64_t gradient = 0) {
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   s.push(kMain, "recompute/layer.0");
@@ -42,6 +46,7 @@ void wave(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool apart = 
   s.pop(kMain);
   s.push(kMain, "backward/layer.0");
   if (cold && apart) s.free(kMain, base + 2);
+  if (gradient) s.alloc(kMain, gradient, kGradient);
   s.free(kMain, base + 1);
   s.pop(kMain);
   s.wave_end(kMain);
@@ -184,6 +189,45 @@ TEST(FirstExecution, WithOnlyFirstWavesColdEveryColdWavePaysTheirs) {
   const Calibration c = calibrate({analyze_liveness(trace.path)});
   EXPECT_EQ(c.first_execution_bytes, kScratch + kKept + kWorkspace);
   EXPECT_EQ(first_execution_allowance(c, 1, false), kScratch + kKept + kWorkspace);
+}
+
+// An accumulating trainer's step makes its adapter gradients in its first
+// wave and adds to them in the others; a data loader's steps need not begin
+// with the same wave. A cold wave that began a step, beside a warm twin that
+// did not, peaks higher by the gradients it made, which prices charge on
+// their own: they are not a first execution's, or a cold wave would pay for
+// its gradients twice.
+TEST(FirstExecution, GradientsAColdWaveMadeAndItsTwinDidNotAreNoFirstExecution) {
+  TempTrace trace("first-execution-gradients");
+  {
+    SyntheticTrace s(trace.path);
+    // Step 0 begins with 10 tokens, step 1 with 20: each size makes the
+    // gradients cold or warm, not both.
+    for (int step = 0; step < 2; ++step) {
+      const uint64_t base = 0x1000 * static_cast<uint64_t>(2 * step + 1);
+      if (step == 0) {
+        wave(s, base, 10, true, false, 0, 0x9000);
+        wave(s, base + 0x1000, 20, true);
+      } else {
+        wave(s, base, 20, false, false, 0, 0x9000);
+        wave(s, base + 0x1000, 10, false);
+      }
+      s.push(kMain, "optimizer/step");
+      s.free(kMain, 0x9000);
+      s.pop(kMain);
+    }
+    s.close();
+  }
+  const Liveness l = analyze_liveness(trace.path);
+  ASSERT_EQ(l.waves.size(), 4u);
+  ASSERT_EQ(l.waves[0].warm_twin, 3);
+  // The cold 10-token wave's gradients are at its peak, its twin made none.
+  EXPECT_EQ(l.waves[0].at_peak_bytes[static_cast<size_t>(Category::kAdapterGradient)], kGradient);
+  EXPECT_EQ(l.waves[3].at_peak_bytes[static_cast<size_t>(Category::kAdapterGradient)], 0u);
+  EXPECT_EQ(l.waves[0].measured_peak_bytes, l.waves[3].measured_peak_bytes + kKept + kGradient);
+  const Calibration c = calibrate({l});
+  EXPECT_EQ(c.first_execution_first_wave_bytes, kScratch + kKept + kKept);
+  EXPECT_EQ(c.first_execution_bytes, kScratch + kKept);
 }
 
 }  // namespace
