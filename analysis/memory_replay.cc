@@ -1,13 +1,14 @@
 #include "analysis/memory_replay.h"
 
 #include <cstring>
+#include <stdexcept>
 
 namespace psc {
 namespace {
 
 constexpr size_t kInitialSlots = 1024;
 
-// Copies a value with its padding: a member-wise copy of the 45 bytes moves
+// Copies a value with its padding: a member-wise copy of the 55 bytes moves
 // them with overlapping 16-byte stores, and the read of `bytes` that follows
 // (the free of a just-made allocation) then cannot be forwarded from them and
 // stalls. Whole 16-byte pieces forward.
@@ -36,31 +37,32 @@ void LiveTable::grow() {
   mask_ = slots_.size() - 1;
   --shift_;
   for (const Slot& s : old) {
-    if (!s.used) continue;
-    size_t i = index_of(s.device, s.address);
-    while (slots_[i].used) i = (i + 1) & mask_;
+    if (!s.used()) continue;
+    size_t i = index_of(s.value.device, s.address);
+    while (slots_[i].used()) i = (i + 1) & mask_;
     slots_[i] = s;
   }
 }
 
 bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& value, LiveAllocation* replaced) {
+  if (value.ordinal == kFree) throw std::invalid_argument("LiveTable::insert: ordinal UINT64_MAX marks a free slot");
   // Load factor at most 1/2 keeps linear probes short.
   if ((size_ + 1) * 2 > slots_.size()) grow();
   size_t i = index_of(device, address);
-  while (slots_[i].used) {
+  while (slots_[i].used()) {
     Slot& s = slots_[i];
-    if (s.address == address && s.device == device) {
+    if (s.address == address && s.value.device == device) {
       copy_value(replaced, s.value);
       copy_value(&s.value, value);
+      s.value.device = device;
       return true;
     }
     i = (i + 1) & mask_;
   }
   Slot& s = slots_[i];
   s.address = address;
-  s.device = device;
-  s.used = true;
   copy_value(&s.value, value);
+  s.value.device = device;
   ++size_;
   return false;
 }
@@ -69,8 +71,8 @@ bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed)
   size_t i = index_of(device, address);
   while (true) {
     const Slot& s = slots_[i];
-    if (!s.used) return false;
-    if (s.address == address && s.device == device) break;
+    if (!s.used()) return false;
+    if (s.address == address && s.value.device == device) break;
     i = (i + 1) & mask_;
   }
   copy_value(removed, slots_[i].value);
@@ -80,14 +82,14 @@ bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed)
   size_t j = i;
   while (true) {
     j = (j + 1) & mask_;
-    if (!slots_[j].used) break;
-    const size_t home = index_of(slots_[j].device, slots_[j].address);
+    if (!slots_[j].used()) break;
+    const size_t home = index_of(slots_[j].value.device, slots_[j].address);
     const bool home_in_gap = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (home_in_gap) continue;
     slots_[hole] = slots_[j];
     hole = j;
   }
-  slots_[hole].used = false;
+  slots_[hole].value.ordinal = kFree;
   --size_;
   return true;
 }
@@ -110,7 +112,8 @@ MemoryReplay::Effect MemoryReplay::apply(const Event& e, const EventSite& site) 
     return Effect::kNone;
   }
   if (e.kind == EventKind::kAlloc) {
-    const LiveAllocation a{site.ordinal, e.seq, e.time_ns, e.bytes, site.range, site.wave, e.thread, e.memory};
+    const LiveAllocation a{site.ordinal, e.seq,     e.time_ns, e.bytes,  counts_.allocs,
+                           site.range,   site.wave, e.thread,  e.memory, e.device};
     LiveAllocation old;
     if (table_.insert(e.device, e.address, a, &old)) {
       ++counts_.replaced;

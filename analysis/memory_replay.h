@@ -44,10 +44,14 @@ struct LiveAllocation {
   uint64_t seq;
   uint64_t time_ns;
   uint64_t bytes;
+  // How many allocations became live before it in its replay (0-based): an
+  // index a pass can keep per allocation without a table of its own.
+  uint64_t birth;
   StringId range;
   int32_t wave;
   uint32_t thread;
   MemoryKind memory;
+  int16_t device;
 };
 
 enum class EndKind : uint8_t {
@@ -101,7 +105,8 @@ class LiveTable {
  public:
   LiveTable();
   // Inserts or overwrites; returns the previous value's slot content through
-  // *replaced (and true) when the key was already live.
+  // *replaced (and true) when the key was already live. The value's device
+  // is set to `device`; its ordinal must not be UINT64_MAX (a free slot's).
   bool insert(int16_t device, uint64_t address, const LiveAllocation& value, LiveAllocation* replaced);
   // Removes the key; returns false when it was not live.
   bool erase(int16_t device, uint64_t address, LiveAllocation* removed);
@@ -123,17 +128,24 @@ class LiveTable {
   template <typename F>
   void for_each(F&& f) const {
     for (const Slot& s : slots_)
-      if (s.used) f(s.device, s.address, s.value);
+      if (s.used()) f(s.value.device, s.address, s.value);
   }
   void clear();
 
  private:
+  // The key's device is the value's own; a slot is free when its value's
+  // ordinal is kFree (no event's: ordinals count a trace's events).
+  static constexpr uint64_t kFree = UINT64_MAX;
   struct alignas(64) Slot {
-    uint64_t address;
-    int16_t device;
-    bool used;
-    LiveAllocation value;
+    uint64_t address = 0;
+    LiveAllocation value = free_value();
+    bool used() const { return value.ordinal != kFree; }
   };
+  static constexpr LiveAllocation free_value() {
+    LiveAllocation v{};
+    v.ordinal = kFree;
+    return v;
+  }
   static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
   // The high bits of the mixed key index the table.

@@ -121,7 +121,7 @@ class CategoryPass : public LifetimeObserver {
   }
 
   void on_memory_event(const MemoryEventView& m) override {
-    if (log_ && m.effect == MemoryReplay::Effect::kAllocated) index_of_.insert(m.site.ordinal, births_++);
+    if (log_ && m.effect == MemoryReplay::Effect::kAllocated) ++births_;
   }
 
   void on_events_end(const TraceMeta&) override {
@@ -184,10 +184,7 @@ class CategoryPass : public LifetimeObserver {
   void on_lifetime(LifetimeView& view) override {
     const Lifetime& l = view.lifetime;
     const Category category = view.attribution().category;
-    if (log_) {
-      uint64_t index = 0;
-      if (index_of_.erase(l.alloc.ordinal, &index)) log_->set(index, category);
-    }
+    if (log_) log_->set(l.alloc.birth, category);  // counted as births_ counts them
     if (sample_ordinals_.empty()) return;
     // Covers the samples s with alloc ordinal <= s < end ordinal.
     const uint64_t end = l.end.kind == EndKind::kStillLive ? UINT64_MAX : l.end.ordinal;
@@ -205,7 +202,6 @@ class CategoryPass : public LifetimeObserver {
   CategoryLog* log_;  // null: samples only
   size_t sample_points_;
   uint64_t births_ = 0;
-  FlatMap<uint64_t, uint64_t, Mix64Hash> index_of_;  // birth ordinal -> birth index, while live
 
   std::vector<uint64_t> sample_times_;
   std::vector<uint64_t> peak_seqs_;

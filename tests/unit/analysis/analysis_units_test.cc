@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 
 #include "analysis/categories.h"
 #include "analysis/memory_replay.h"
@@ -158,6 +159,31 @@ TEST(AnalysisLifetimes, ReplayEndsLifetimesWithTheirCause) {
   EXPECT_EQ(replay.counts().nested, 1u);
   EXPECT_EQ(replay.counts().failed, 1u);
   EXPECT_EQ(replay.counts().replaced, 1u);
+  // Each allocation that became live is numbered in order (what the export
+  // model's category log is indexed by); the nested one is not counted.
+  EXPECT_EQ(sink.lifetimes[0].alloc.birth, 0u);
+  EXPECT_EQ(sink.lifetimes[1].alloc.birth, 1u);
+  EXPECT_EQ(sink.lifetimes[2].alloc.birth, 2u);
+}
+
+// A free slot is one whose value has ordinal UINT64_MAX, which no event has:
+// the table refuses such a value rather than lose it.
+TEST(AnalysisLifetimes, LiveTableRefusesTheFreeSlotsOrdinal) {
+  LiveTable table;
+  LiveAllocation a{};
+  a.ordinal = UINT64_MAX;
+  LiveAllocation out{};
+  EXPECT_THROW(table.insert(0, 0x10, a, &out), std::invalid_argument);
+  EXPECT_EQ(table.size(), 0u);
+  a.ordinal = 3;
+  EXPECT_FALSE(table.insert(-1, 0x10, a, &out));
+  EXPECT_FALSE(table.insert(0, 0x10, a, &out));  // another device: another key
+  EXPECT_EQ(table.size(), 2u);
+  ASSERT_TRUE(table.erase(-1, 0x10, &out));
+  EXPECT_EQ(out.ordinal, 3u);
+  EXPECT_EQ(out.device, -1);
+  EXPECT_FALSE(table.erase(-1, 0x10, &out));
+  EXPECT_EQ(table.size(), 1u);
 }
 
 // ---- classification ----------------------------------------------------------------
