@@ -165,6 +165,12 @@ class MemoryReplay {
   explicit MemoryReplay(LifetimeSink* sink = nullptr) : sink_(sink) {}
 
   enum class Effect { kNone, kAllocated, kFreed };
+  // Whether an event is an allocation or free that moves memory at all: a
+  // call that failed, or one made inside another hooked call, does not (what
+  // apply() counts as failed and nested).
+  static bool moves_memory(const Event& e) {
+    return is_memory_event(e.kind) && !(e.flags & (kFlagFailed | kFlagNested));
+  }
   // Applies one kAlloc/kFree event; other kinds are kNone.
   Effect apply(const Event& e, const EventSite& site);
   // Starts loading what apply() will touch for this event (any kind).

@@ -323,12 +323,16 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     if (e.kind == EventKind::kAlloc || e.kind == EventKind::kFree) listener_->on_other_level(e);
     return;
   }
-  const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-  const MemoryReplay::Effect effect = replay_.apply(e, site);
+  // The analysis' rules (MemoryReplay::apply) on this replay's own table: a
+  // call that failed or ran inside another moves nothing, a free of address
+  // 0 or of an address not live ends nothing, an allocation over a live one
+  // ends it.
+  if (!MemoryReplay::moves_memory(e)) return;
   const Key key{e.device, e.address};
-  if (effect == MemoryReplay::Effect::kFreed) {
-    end(key, e, EndKind::kFreed);
-  } else if (effect == MemoryReplay::Effect::kAllocated) {
+  if (e.kind == EventKind::kFree) {
+    if (e.address != 0) end(key, e, EndKind::kFreed);
+  } else {
+    const StringId range = scope_.attributed_range(e);
     end(key, e, EndKind::kReplaced);  // no-op unless the address was live
     Allocation a;
     a.index = births_++;
@@ -342,7 +346,7 @@ void ExportReplay::on_event(const Event& e, const TraceMeta& meta) {
     a.category = categories_ ? categories_->next() : Category::kOutput;
     a.memory = e.memory;
     a.api = e.api;
-    a.range = site.range;
+    a.range = range;
     CategoryBytes& bytes = live_slot(e.device);
     if (std::find(devices_.begin(), devices_.end(), e.device) == devices_.end()) devices_.push_back(e.device);
     a.lane = take_lane(e.device);

@@ -201,7 +201,6 @@ class ExportReplay {
   Listener* listener_;
   RangeTable ranges_;
   ScopeTracker scope_;
-  MemoryReplay replay_;
   std::unique_ptr<CategoryLog::Reader> categories_;
   FlatMap<Key, Allocation, KeyHash> live_;
   std::vector<CategoryBytes> live_bytes_;  // indexed by device + 1
