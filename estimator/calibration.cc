@@ -193,13 +193,19 @@ MomentFit maximum_fit(const MomentPoints& points) {
 // none when an event's fit takes bytes off as the wave grows: one event's
 // bytes are allocations, each growing with tokens, squares or sequences, so
 // such a fit says the events did not line up after all.
-std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, size_t to) {
+// `freed` (empty, or one per shared event): the freed temporaries of each
+// event (MomentFit::freed_temporaries), kept beside the events fitted. An
+// event is left out where another bounds it and takes no more off it.
+std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, size_t to,
+                                    const std::vector<uint64_t>& freed = {}) {
   MomentFit fit;
   fit.method = "events";
   if (from >= to) {  // no event: nothing held beside boundaries and gradients
     fit.events.push_back(fit_growth({}));
     return fit;
   }
+  const bool credited = !freed.empty();
+  std::vector<uint64_t> credit;  // beside fit.events
   for (size_t e = from; e < to; ++e) {
     Samples samples;
     for (const MomentPoint& p : lined_up)
@@ -211,13 +217,25 @@ std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, s
     // size, each growing as a + b t + c s, so the fit is exact and needs no
     // chord. Maxima of different events (maximum_fit) keep theirs.
     term.knots.clear();
-    if (std::any_of(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(term, k); }))
-      continue;
-    fit.events.erase(
-        std::remove_if(fit.events.begin(), fit.events.end(), [&](const GrowthTerm& k) { return bounded_by(k, term); }),
-        fit.events.end());
+    const uint64_t own = credited ? freed[e] : 0;
+    bool bounded = false;
+    for (size_t k = 0; k < fit.events.size() && !bounded; ++k)
+      bounded = bounded_by(term, fit.events[k]) && (!credited || own >= credit[k]);
+    if (bounded) continue;
+    size_t kept = 0;
+    for (size_t k = 0; k < fit.events.size(); ++k) {
+      if (bounded_by(fit.events[k], term) && (!credited || credit[k] >= own)) continue;
+      fit.events[kept] = std::move(fit.events[k]);
+      if (credited) credit[kept] = credit[k];
+      ++kept;
+    }
+    fit.events.resize(kept);
+    if (credited) credit.resize(kept);
     fit.events.push_back(std::move(term));
+    if (credited) credit.push_back(own);
   }
+  if (credited && std::any_of(credit.begin(), credit.end(), [](uint64_t c) { return c > 0; }))
+    fit.freed_temporaries = std::move(credit);
   return fit;
 }
 
@@ -292,17 +310,26 @@ std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const Momen
   const std::vector<size_t> gradient_at = gradient_events(l.series, l.kept);
   if (lines_up(l) && starts_shared && starts.size() <= 1 && (starts.empty() || !gradient_at.empty())) {
     std::vector<std::vector<int64_t>> values;
+    // Per shared event, the least an accumulating wave's value as if its
+    // temporaries stayed exceeds its value as it was: what it had freed.
+    std::vector<uint64_t> freed;
     for (size_t w = 0; w < l.points.size(); ++w) {
       const MomentPoint& p = l.points[w];
       const bool adjust = !gradient_at.empty() && p.gradient_from < 0;
       values.push_back(
           folded(adjust ? as_if_gradients_stayed(l.series[w], l.kept[w], gradient_at) : *p.events, l.kept[w]));
+      if (!adjust) continue;
+      const std::vector<int64_t> was = folded(*p.events, l.kept[w]);
+      if (freed.empty()) freed.assign(was.size(), UINT64_MAX);
+      for (size_t k = 0; k < was.size() && k < freed.size(); ++k)
+        freed[k] = std::min(freed[k], static_cast<uint64_t>(std::max<int64_t>(0, values.back()[k] - was[k])));
     }
     const MomentPoints lined_up = with_values(l, values);
     const size_t count = l.count();
     const size_t from = starts.empty() ? count : static_cast<size_t>(*starts.begin());
+    if (freed.size() != count) freed.clear();
     std::optional<MomentFit> whole = events_fit(lined_up, 0, from);
-    std::optional<MomentFit> with_gradient = starts.empty() ? whole : events_fit(lined_up, from, count);
+    std::optional<MomentFit> with_gradient = starts.empty() ? whole : events_fit(lined_up, from, count, freed);
     if (whole && with_gradient) {
       if (starts.empty()) {
         with_gradient->method = "same as before";
@@ -335,35 +362,6 @@ std::optional<MomentFits> fit_moments(const MomentSamples& m) {
 }
 
 }  // namespace
-
-bool MomentFit::prices_like(const MomentFit& o) const {
-  if (events.size() != o.events.size() || includes_gradient != o.includes_gradient) return false;
-  for (size_t k = 0; k < events.size(); ++k)
-    if (!events[k].prices_like(o.events[k])) return false;
-  return true;
-}
-
-double MomentFit::line(WaveSize size) const {
-  double top = 0;
-  for (const GrowthTerm& t : events) top = std::max(top, t.line(size));
-  return top;
-}
-
-uint64_t MomentFit::bytes_at(WaveSize size, bool extrapolated) const {
-  if (events.empty()) return 0;
-  // The events share their calibration sizes: one extrapolation test and one
-  // priced size for all. ceil(max(v, 0)) + margin of each, taken as one ceil
-  // of the largest max(v, 0) + margin (margins are whole bytes).
-  const WaveSize asked = size;
-  size = events.front().priced_size(size);
-  double top = 0;
-  for (const GrowthTerm& t : events) {
-    double v = std::max({t.line(size), t.chord(size), t.with_long_sequence(asked)});
-    if (extrapolated) v = std::max(v, t.beyond.at(size));
-    top = std::max(top, std::max(v, 0.0) + static_cast<double>(t.margin_bytes));
-  }
-  return static_cast<uint64_t>(std::ceil(top));
-}
 
 namespace {
 

@@ -75,12 +75,21 @@ struct MomentFit {
   // moments fitted from events): pricing takes the layer's calibrated
   // gradient off them. Otherwise after-gradient values are already net of it.
   bool includes_gradient = false;
+  // Of such a fit, per event (empty: not measured): the layer's gradient
+  // temporaries the calibration's accumulating waves had already added and
+  // freed by then, the least any of them had. Their values are counted as if
+  // the temporaries stayed (what a wave that makes the gradients holds); a
+  // wave whose gradients all exist already holds each event less these.
+  std::vector<uint64_t> freed_temporaries;
   double line(WaveSize size) const;
   uint64_t bytes_at(WaveSize size) const {
     return events.empty() ? 0 : bytes_at(size, events.front().extrapolated(size));
   }
   // With the events' (shared) extrapolated() computed once.
   uint64_t bytes_at(WaveSize size, bool extrapolated) const;
+  // The same for a wave whose layer's gradients all exist already: each
+  // event less its freed temporaries (bytes_at without them).
+  uint64_t accumulating_bytes_at(WaveSize size, bool extrapolated) const;
   // For extrapolation warnings: the events share their sizes.
   const GrowthTerm* any() const { return events.empty() ? nullptr : &events.front(); }
   bool prices_like(const MomentFit& other) const;

@@ -186,7 +186,9 @@ std::vector<uint64_t> bytes_array(const Json& j, const std::string& where, size_
 Json moment_to_json(const MomentFit& m) {
   Json events = Json::array();
   for (const GrowthTerm& t : m.events) events.push_back(term_to_json(t));
-  return {{"method", m.method}, {"includes_gradient", m.includes_gradient}, {"events", events}};
+  Json j = {{"method", m.method}, {"includes_gradient", m.includes_gradient}, {"events", events}};
+  if (!m.freed_temporaries.empty()) j["freed_temporaries"] = m.freed_temporaries;
+  return j;
 }
 
 MomentFit moment_from_json(const Json& j, const std::string& where) {
@@ -199,6 +201,8 @@ MomentFit moment_from_json(const Json& j, const std::string& where) {
   if (!events.is_array() || events.empty()) throw CalibrationError(where + ".events: must be a non-empty array");
   for (size_t k = 0; k < events.size(); ++k)
     m.events.push_back(term_from_json(events[k], where + ".events[" + std::to_string(k) + "]"));
+  if (j.contains("freed_temporaries") && !j["freed_temporaries"].is_null())
+    m.freed_temporaries = bytes_array(j["freed_temporaries"], where + ".freed_temporaries", m.events.size());
   return m;
 }
 

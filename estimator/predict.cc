@@ -35,7 +35,15 @@ struct Reader {
     if (!any) return 0;
     const uint8_t outside = any->outside_mask(size);
     if (extrapolation) extrapolation->note(name, *any, size, outside);
-    return moment.bytes_at(size, any->has_beyond && (outside != 0 || any->few_sizes()));
+    return moment.bytes_at(size, extrapolated(*any, outside));
+  }
+  // The same moment for a wave whose layer's gradients all exist (noted by at()).
+  uint64_t accumulating_at(const MomentFit& moment, WaveSize size) const {
+    const GrowthTerm* any = moment.any();
+    return any ? moment.accumulating_bytes_at(size, extrapolated(*any, any->outside_mask(size))) : 0;
+  }
+  static bool extrapolated(const GrowthTerm& any, uint8_t outside) {
+    return any.has_beyond && (outside != 0 || any.few_sizes());
   }
 };
 
@@ -59,6 +67,10 @@ struct MomentValues {
   std::optional<uint64_t> forward;  // at most the head's: it holds the forward too
   std::vector<uint64_t> before, after;
   std::vector<uint8_t> after_includes_gradient;
+  // Per layer, the after-gradient moment of a wave whose layer's gradients
+  // all exist already, its temporaries made and freed as the calibration's
+  // accumulating waves measured (counting those still live); -1: not measured.
+  std::vector<int64_t> after_accumulating;
 };
 
 MomentValues moment_values(const Reader& r, WaveSize size) {
@@ -78,6 +90,11 @@ MomentValues moment_values(const Reader& r, WaveSize size) {
     v.before.push_back(b < i ? v.before[b] : r.at("moments.before_gradient", m.before_gradient[i], size));
     v.after.push_back(a < i ? v.after[a] : r.at("moments.after_gradient", m.after_gradient[i], size));
     v.after_includes_gradient.push_back(m.after_gradient[i].includes_gradient);
+    const MomentFit& after = m.after_gradient[i];
+    v.after_accumulating.push_back(a < i ? v.after_accumulating[a]
+                                   : after.freed_temporaries.empty()
+                                       ? -1
+                                       : static_cast<int64_t>(r.accumulating_at(after, size)));
   }
   return v;
 }
@@ -104,7 +121,13 @@ pricing::Moments moments_at(const MomentValues& v, uint64_t everywhere, uint64_t
     const uint64_t g = i < gradient.size() ? gradient[i] : 0;
     const uint64_t p = i < pending.size() ? static_cast<uint64_t>(pending[i]) : 0;
     uint64_t after = v.after[i];
-    if (v.after_includes_gradient[i]) {
+    const int64_t accumulating = i < v.after_accumulating.size() ? v.after_accumulating[i] : -1;
+    if (v.after_includes_gradient[i] && p == 0 && accumulating >= 0) {
+      // Nothing pending: the layer's gradients all exist, and its
+      // temporaries are made and freed as the calibration's accumulating
+      // waves measured (the value counts those still live).
+      after = static_cast<uint64_t>(accumulating);
+    } else if (v.after_includes_gradient[i]) {
       after -= std::min(after, g);
       after += g - std::min(g, p);
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -38,8 +39,17 @@ constexpr uint64_t kWarmUp = 7;     // allocated only by a cold wave (first exec
 // shape: same range and order, another size). `scores`: layer 1's recompute
 // also makes (and frees) t^2 bytes, as attention scores do. `stray`: it
 // first makes and frees 8 bytes, as a library may at some sizes only.
+// `temporaries` (a wave that accumulates): each layer's backward makes a
+// temporary of the gradient's size where a gradient wave makes the
+// gradient, and frees it at once (1: added to the gradient before the
+// input gradient is made) or after the input gradient (2).
 void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, bool early_free = false,
-          uint64_t resize = 0, bool scores = false, bool stray = false) {
+          uint64_t resize = 0, bool scores = false, bool stray = false, int temporaries = 0) {
+  const auto temporary = [&](uint64_t at, bool made) {
+    if (grads || temporaries == 0) return;
+    if (made) s.alloc(kMain, at, kGradient);
+    if (made == (temporaries == 1)) s.free(kMain, at);
+  };
   s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) +
                           ", \"slots\": [\"a\"], \"groups\": 1, \"cold\": " + (cold ? "true" : "false") + "}");
   const uint64_t E = base + 1, S = base + 2, X1 = base + 3, X2 = base + 4, L = base + 5, G = base + 6;
@@ -76,7 +86,9 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, b
   s.push(kMain, "backward/layer.1");
   if (early_free) s.free(kMain, W1);
   if (grads) s.alloc(kMain, 0x3001, kGradient);
+  temporary(base + 14, true);
   s.alloc(kMain, IG1, 10 * t);
+  temporary(base + 14, false);
   if (!early_free) s.free(kMain, W1);
   if (cold) s.free(kMain, K);
   s.free(kMain, X1);
@@ -88,7 +100,9 @@ void step(SyntheticTrace& s, uint64_t base, uint64_t t, bool cold, bool grads, b
   s.push(kMain, "backward/layer.0");
   if (early_free) s.free(kMain, W0);
   if (grads) s.alloc(kMain, 0x3000, kGradient);
+  temporary(base + 15, true);
   s.alloc(kMain, IG0, 10 * t);
+  temporary(base + 15, false);
   if (!early_free) s.free(kMain, W0);
   s.free(kMain, E);
   s.free(kMain, IG1);
@@ -107,12 +121,12 @@ void optimizer(SyntheticTrace& s) {
 }
 
 // Steps of two waves each (t, then 2t), cold the first time each size runs.
-void write_steps(const std::string& path, uint64_t t, int steps, bool early_free = false) {
+void write_steps(const std::string& path, uint64_t t, int steps, bool early_free = false, int temporaries = 0) {
   SyntheticTrace s(path);
   s.alloc(kMain, 0x1000, kWeights);
   for (int k = 0; k < steps; ++k) {
     step(s, 0x10000 * (2 * k + 1), t, k == 0, true, early_free);
-    step(s, 0x10000 * (2 * k + 2), 2 * t, k == 0, false, early_free);
+    step(s, 0x10000 * (2 * k + 2), 2 * t, k == 0, false, early_free, 0, false, false, temporaries);
     optimizer(s);
   }
   s.close();
@@ -364,6 +378,47 @@ TEST(LivenessGolden, WorstMomentPricesHeldOutWavesAtOrAboveTheirPeaks) {
   EXPECT_EQ(by_moment[2].price.raw_bytes, 1340);
   EXPECT_EQ(by_moment[2].price.peak.layer, 1);
   EXPECT_EQ(by_moment[2].price.peak.moment, pricing::Moment::kAfterGradient);
+}
+
+// An accumulating wave makes each gradient as a temporary and adds it to the
+// gradient that exists. Priced as a wave that makes the gradients (the
+// temporaries as if they stayed), it is charged all of them; the
+// calibration's accumulating waves measure, per event, those already freed
+// there, and an accumulating wave is charged the rest: to the byte here,
+// whether they are freed before the input gradient (1) or after it (2).
+TEST(LivenessGolden, AccumulatingWavesAreChargedTheTemporariesStillLive) {
+  for (int temporaries : {1, 2}) {
+    SCOPED_TRACE(temporaries);
+    TempTrace a("t10"), b("t20"), c3("t40"), held("t30");
+    write_steps(a.path, 10, 2, false, temporaries);
+    write_steps(b.path, 20, 2, false, temporaries);
+    write_steps(c3.path, 40, 2, false, temporaries);
+    write_steps(held.path, 30, 2, false, temporaries);
+    const Calibration c = calibrate({analyze_liveness(a.path), analyze_liveness(b.path), analyze_liveness(c3.path)});
+    ASSERT_TRUE(c.moments.has_value());
+    const MomentFit& after = c.moments->after_gradient[1];
+    ASSERT_TRUE(after.includes_gradient);
+    const bool any_freed = std::any_of(after.freed_temporaries.begin(), after.freed_temporaries.end(),
+                                       [](uint64_t f) { return f == kGradient; });
+    EXPECT_EQ(any_freed, temporaries == 1);
+    const Calibration back = calibration_from_json(calibration_to_json(c));
+    EXPECT_EQ(back.moments->after_gradient[1].freed_temporaries, after.freed_temporaries);
+    const Liveness h = analyze_liveness(held.path);
+    for (const Calibration* cal : {&c, &back}) {
+      const std::vector<CheckRow> rows = check_trace(*cal, h);
+      ASSERT_EQ(rows.size(), 4u);
+      for (const CheckRow& r : rows) {
+        SCOPED_TRACE(r.wave);
+        // Cold waves add the first-execution allowance (a bound: a process's
+        // first wave pays what later shapes keep too).
+        if (h.waves[static_cast<size_t>(r.wave)].cold) {
+          EXPECT_FALSE(r.under_estimate(false));
+        } else {
+          EXPECT_EQ(r.price.raw_bytes, static_cast<pricing::Bytes>(r.measured_peak_bytes));
+        }
+      }
+    }
+  }
 }
 
 // A layer's events are followed across sizes by their allocations, not by
