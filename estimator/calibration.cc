@@ -204,8 +204,7 @@ std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, s
     fit.events.push_back(fit_growth({}));
     return fit;
   }
-  const bool credited = !freed.empty();
-  std::vector<uint64_t> credit;  // beside fit.events
+  std::vector<uint64_t> credit;  // beside fit.events (0 where none was freed)
   for (size_t e = from; e < to; ++e) {
     Samples samples;
     for (const MomentPoint& p : lined_up)
@@ -217,24 +216,23 @@ std::optional<MomentFit> events_fit(const MomentPoints& lined_up, size_t from, s
     // size, each growing as a + b t + c s, so the fit is exact and needs no
     // chord. Maxima of different events (maximum_fit) keep theirs.
     term.knots.clear();
-    const uint64_t own = credited ? freed[e] : 0;
+    const uint64_t own = freed.empty() ? 0 : freed[e];
     bool bounded = false;
     for (size_t k = 0; k < fit.events.size() && !bounded; ++k)
-      bounded = bounded_by(term, fit.events[k]) && (!credited || own >= credit[k]);
+      bounded = bounded_by(term, fit.events[k]) && own >= credit[k];
     if (bounded) continue;
     size_t kept = 0;
     for (size_t k = 0; k < fit.events.size(); ++k) {
-      if (bounded_by(fit.events[k], term) && (!credited || credit[k] >= own)) continue;
+      if (bounded_by(fit.events[k], term) && credit[k] >= own) continue;
       fit.events[kept] = std::move(fit.events[k]);
-      if (credited) credit[kept] = credit[k];
-      ++kept;
+      credit[kept++] = credit[k];
     }
     fit.events.resize(kept);
-    if (credited) credit.resize(kept);
+    credit.resize(kept);
     fit.events.push_back(std::move(term));
-    if (credited) credit.push_back(own);
+    credit.push_back(own);
   }
-  if (credited && std::any_of(credit.begin(), credit.end(), [](uint64_t c) { return c > 0; }))
+  if (std::any_of(credit.begin(), credit.end(), [](uint64_t c) { return c > 0; }))
     fit.freed_temporaries = std::move(credit);
   return fit;
 }
@@ -320,14 +318,13 @@ std::pair<MomentFit, MomentFit> fit_layer(const MomentPoints& layer, const Momen
           folded(adjust ? as_if_gradients_stayed(l.series[w], l.kept[w], gradient_at) : *p.events, l.kept[w]));
       if (!adjust) continue;
       const std::vector<int64_t> was = folded(*p.events, l.kept[w]);
-      if (freed.empty()) freed.assign(was.size(), UINT64_MAX);
-      for (size_t k = 0; k < was.size() && k < freed.size(); ++k)
+      if (freed.empty()) freed.assign(was.size(), UINT64_MAX);  // one per shared event, as every wave's
+      for (size_t k = 0; k < was.size(); ++k)
         freed[k] = std::min(freed[k], static_cast<uint64_t>(std::max<int64_t>(0, values.back()[k] - was[k])));
     }
     const MomentPoints lined_up = with_values(l, values);
     const size_t count = l.count();
     const size_t from = starts.empty() ? count : static_cast<size_t>(*starts.begin());
-    if (freed.size() != count) freed.clear();
     std::optional<MomentFit> whole = events_fit(lined_up, 0, from);
     std::optional<MomentFit> with_gradient = starts.empty() ? whole : events_fit(lined_up, from, count, freed);
     if (whole && with_gradient) {

@@ -30,20 +30,18 @@ struct Reader {
   void note(const char* name, const GrowthTerm& term, WaveSize size) const {
     if (extrapolation) extrapolation->note(name, term, size, term.outside_mask(size));
   }
-  uint64_t at(const char* name, const MomentFit& moment, WaveSize size) const {
+  // With `accumulating`, also the moment of a wave whose layer's gradients
+  // all exist (MomentFit::accumulating_bytes_at), -1 where not measured.
+  uint64_t at(const char* name, const MomentFit& moment, WaveSize size, int64_t* accumulating = nullptr) const {
+    if (accumulating) *accumulating = -1;
     const GrowthTerm* any = moment.any();
     if (!any) return 0;
     const uint8_t outside = any->outside_mask(size);
     if (extrapolation) extrapolation->note(name, *any, size, outside);
-    return moment.bytes_at(size, extrapolated(*any, outside));
-  }
-  // The same moment for a wave whose layer's gradients all exist (noted by at()).
-  uint64_t accumulating_at(const MomentFit& moment, WaveSize size) const {
-    const GrowthTerm* any = moment.any();
-    return any ? moment.accumulating_bytes_at(size, extrapolated(*any, any->outside_mask(size))) : 0;
-  }
-  static bool extrapolated(const GrowthTerm& any, uint8_t outside) {
-    return any.has_beyond && (outside != 0 || any.few_sizes());
+    const bool extrapolated = any->has_beyond && (outside != 0 || any->few_sizes());
+    if (accumulating && !moment.freed_temporaries.empty())
+      *accumulating = static_cast<int64_t>(moment.accumulating_bytes_at(size, extrapolated));
+    return moment.bytes_at(size, extrapolated);
   }
 };
 
@@ -88,13 +86,10 @@ MomentValues moment_values(const Reader& r, WaveSize size) {
     const size_t b = indexed ? m.before_same_as[i] : i;
     const size_t a = indexed ? m.after_same_as[i] : i;
     v.before.push_back(b < i ? v.before[b] : r.at("moments.before_gradient", m.before_gradient[i], size));
-    v.after.push_back(a < i ? v.after[a] : r.at("moments.after_gradient", m.after_gradient[i], size));
+    int64_t accumulating = a < i ? v.after_accumulating[a] : -1;
+    v.after.push_back(a < i ? v.after[a] : r.at("moments.after_gradient", m.after_gradient[i], size, &accumulating));
+    v.after_accumulating.push_back(accumulating);
     v.after_includes_gradient.push_back(m.after_gradient[i].includes_gradient);
-    const MomentFit& after = m.after_gradient[i];
-    v.after_accumulating.push_back(a < i ? v.after_accumulating[a]
-                                   : after.freed_temporaries.empty()
-                                       ? -1
-                                       : static_cast<int64_t>(r.accumulating_at(after, size)));
   }
   return v;
 }
