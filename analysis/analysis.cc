@@ -168,6 +168,15 @@ void add_device_usage(DeviceUsagePass& device, const PeakPass& scan, Analysis* a
 
 }  // namespace
 
+std::string incomplete_read_note(const std::string& path, const ReadStatus& status, const char* verb) {
+  if (status.complete()) return {};
+  if (status.state == ReadStatus::State::kGap)
+    return fmt::format("{} has a gap ({}); {} the {} events around it", path, status.reason, verb, status.events);
+  return fmt::format("{} is {} ({}); {} the {} events before that", path,
+                     status.state == ReadStatus::State::kTruncated ? "truncated" : "corrupt", status.reason, verb,
+                     status.events);
+}
+
 Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) {
   const RangeParser& parser = options.ranges ? *options.ranges : default_range_parser();
   const Classifier& classifier = options.classifier ? *options.classifier : default_classifier();

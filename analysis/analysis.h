@@ -193,4 +193,9 @@ struct Analysis {
 // corrupt tail is not an error: the analysis covers what was read before it.
 Analysis analyze_trace(const std::string& path, const AnalysisOptions& options = {});
 
+// What a reader of `path` must be told when it was not read whole: "P is
+// truncated (REASON); VERB the N events before that" (or "P has a gap
+// (REASON); VERB the N events around it"); empty when it was.
+std::string incomplete_read_note(const std::string& path, const ReadStatus& status, const char* verb);
+
 }  // namespace psc

@@ -216,18 +216,10 @@ int guarded(char* message, size_t message_size, Body body) {
 }
 
 psc::Calibration read_calibration_file(const std::string& path) {
-  psc::CalibrationJson json;
   try {
-    json = psc::read_json_file(path);
-  } catch (const psc::JsonFileError& e) {
-    throw BadInput(e.what());
-  }
-  try {
-    return psc::calibration_from_json(json);
+    return psc::read_calibration(path);
   } catch (const psc::CalibrationError& e) {
-    throw BadInput(path + ": " + e.what());
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(path + ": " + e.what());
+    throw BadInput(e.what());
   }
 }
 
@@ -302,6 +294,7 @@ PSC_EXPORT int psc_calibration_admit(const psc_calibration* calibration, const p
     if (out->price.size < kPriceV1)
       throw BadInput("out.price.size: " + std::to_string(out->price.size) + " is smaller than the first version's " +
                      std::to_string(kPriceV1) + " bytes");
+    if (budget_bytes < 0) throw BadInput("budget_bytes: must be at least 0, not " + std::to_string(budget_bytes));
     if (max_tokens < 1 || max_tokens > psc::pricing::kMaxAdmissionTokens)
       throw BadInput("max_tokens: must be between 1 and 2^40, not " + std::to_string(max_tokens));
     if (max_sequence_length < 0)

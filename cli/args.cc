@@ -125,6 +125,8 @@ int64_t parse_count(const std::string& option, const std::string& text, const ch
   int64_t value = -1;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end && !text.empty() && text[0] != '-')
+    throw UsageError(fmt::format("{}: '{}' is too large", option, text));
   // from_chars takes "-0"; a count has no sign at all.
   if (text.empty() || text[0] == '-' || ec != std::errc() || ptr != end || value < 0)
     throw UsageError(

@@ -214,13 +214,19 @@ void print_notes(const Calibration& calibration) {
 // accepted) go into it. Throws CalibrationError when the waves cannot make one.
 Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions& o, bool quiet) {
   std::vector<std::string> warnings;
-  for (Liveness& t : traces)
+  for (Liveness& t : traces) {
+    if (const std::string note = incomplete_read_note(t.path, t.analysis.trace.status, "calibrated from");
+        !note.empty()) {
+      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
+      warnings.push_back(note);
+    }
     if (const size_t n = drop_unfinished_waves(&t); n > 0) {
       const std::string note = fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
                                            t.path, n, n == 1 ? "" : "s");
       if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
       warnings.push_back(note);
     }
+  }
   refuse_host_floors(traces, o);
   for (const Liveness& t : traces) {
     const std::string problem = host_floor_problem(t);

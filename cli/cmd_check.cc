@@ -185,7 +185,8 @@ int cmd_check(int argc, char** argv) {
   // check (the launcher's own): one without waves is named and passed over.
   struct Checked {
     bool waves = false;
-    std::string host_floor;  // host_floor_problem
+    std::string host_floor;          // host_floor_problem
+    std::vector<std::string> notes;  // a trace not read whole, waves it stops inside
     std::vector<CheckRow> rows;
   };
   const unsigned threads = trace_threads(o.traces.size());
@@ -193,8 +194,15 @@ int cmd_check(int argc, char** argv) {
   std::vector<Checked> checked = parallel_map<Checked>(
       o.traces.size(), threads,
       [&](size_t i) {
-        const Liveness liveness = analyze_liveness(o.traces[i]);
+        Liveness liveness = analyze_liveness(o.traces[i]);
         Checked c;
+        if (std::string note = incomplete_read_note(o.traces[i], liveness.analysis.trace.status, "checked");
+            !note.empty())
+          c.notes.push_back(std::move(note));
+        // A wave the trace stops inside has a partial peak: no measurement to check.
+        if (const size_t n = drop_unfinished_waves(&liveness); n > 0)
+          c.notes.push_back(fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
+                                        o.traces[i], n, n == 1 ? "" : "s"));
         c.waves = !liveness.waves.empty();
         c.host_floor = host_floor_problem(liveness);
         if (!c.host_floor.empty() && !o.allow_host_floor) return c;
@@ -204,6 +212,11 @@ int cmd_check(int argc, char** argv) {
       [](size_t) { progress_advance(1); });
   progress_done();
   std::vector<std::string> warnings;
+  for (const Checked& c : checked)
+    for (const std::string& note : c.notes) {
+      std::fprintf(stderr, "peakscope check: warning: %s\n", note.c_str());
+      warnings.push_back(note);
+    }
   for (const Checked& c : checked) {
     if (c.host_floor.empty()) continue;
     if (!o.allow_host_floor) throw UsageError(c.host_floor + " (or pass --allow-host-floor to check it anyway)");

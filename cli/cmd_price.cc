@@ -87,6 +87,7 @@ struct CalibratedOptions {
   std::optional<pricing::Bytes> budget;
   std::int64_t max_sequence_length = 0;
   std::int64_t max_tokens = std::int64_t{1} << 20;
+  bool max_tokens_given = false;
   WaveRequest request;
   std::vector<double> rank_shares;  // --rank-shares: empty for one process
   bool json = false;
@@ -109,6 +110,27 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   for (int64_t l : group.sequence_lengths) group.tokens += l;
   if (group.sequence_lengths.size() == 1) group.sequence_lengths.clear();
   return group;
+}
+
+// The request's tokens, and with --max-sequence-length the sequences of the
+// one wave --tokens prices.
+void finish_request(CalibratedOptions& o) {
+  if (o.tokens && o.max_tokens_given) throw UsageError("--max-tokens bounds --budget's search: give it with --budget");
+  if (o.tokens && o.max_sequence_length > 0 && !o.request.groups.empty())
+    throw UsageError("--groups gives each group's sequences (SLOT=L+L+...): --max-sequence-length packs with --budget");
+  if (o.tokens) o.request.tokens = *o.tokens;
+  // One wave packed at most --max-sequence-length long: its sequences, as
+  // --budget's search packs each width (with --rank-shares, each rank's part).
+  if (o.tokens && o.max_sequence_length > 0 && o.rank_shares.empty() && o.request.groups.empty()) {
+    if (!o.request.sequence_lengths.empty())
+      throw UsageError("--sequences gives the wave's sequences: no --max-sequence-length beside it");
+    try {
+      if (*o.tokens > o.max_sequence_length)
+        o.request.sequence_lengths = packed_sequences(*o.tokens, o.max_sequence_length);
+    } catch (const PredictError& e) {
+      throw UsageError(fmt::format("--max-sequence-length: {}", e.what()));
+    }
+  }
 }
 
 // False for -h: the usage is printed.
@@ -136,6 +158,7 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   });
   args.option({"--max-tokens"}, [&](const std::string& name, const std::string& value) {
     o.max_tokens = parse_count(name, value);
+    o.max_tokens_given = true;
     if (o.max_tokens < 1 || o.max_tokens > pricing::kMaxAdmissionTokens)
       throw UsageError("--max-tokens: must be from 1 to 2^40");
   });
@@ -149,8 +172,12 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
   args.flag({"--after-first-wave"}, &o.request.after_first_wave);
   args.flag({"--gradients-exist"}, &o.request.gradients_exist);
   args.option({"--backward-order"}, [&](const std::string& name, const std::string& value) {
-    for (const std::string& index : split_list(value))
-      o.request.backward_order.push_back(static_cast<int32_t>(parse_count(name, index)));
+    for (const std::string& index : split_list(value)) {
+      const std::int64_t group = parse_count(name, index);
+      if (group > std::numeric_limits<std::int32_t>::max())
+        throw UsageError(fmt::format("{}: '{}' is no group's index", name, index));
+      o.request.backward_order.push_back(static_cast<std::int32_t>(group));
+    }
   });
   args.flag({"--json"}, &o.json);
   if (!args.parse(argc, argv)) return false;
@@ -178,7 +205,7 @@ GroupRequest parse_group(const std::string& option, const std::string& item) {
     throw UsageError("--sequences prices one wave; with --budget, give --max-sequence-length");
   if (!o.rank_shares.empty() && !o.request.sequence_lengths.empty())
     throw UsageError("--sequences gives one process's wave; with --rank-shares, give --max-sequence-length");
-  if (o.tokens) o.request.tokens = *o.tokens;
+  finish_request(o);
   return true;
 }
 

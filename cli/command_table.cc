@@ -115,8 +115,8 @@ CommandSpec price_command() {
   return {
       "price",
       {"price PLAN.json [--json] [--budget BYTES] [--report FILE]",
-       "price --calibration CAL.json --tokens N [--sequences L,L,...] [--slots A,B] [--cold [--after-first-wave]] "
-       "[--gradients-exist] [--rank-shares W,W,...] [--json]",
+       "price --calibration CAL.json --tokens N [--sequences L,L,... | --max-sequence-length L] [--slots A,B] "
+       "[--cold [--after-first-wave]] [--gradients-exist] [--rank-shares W,W,...] [--json]",
        "price --calibration CAL.json --groups SLOT=N|SLOT=L+L+...,... [--backward-order I,J,...] "
        "[--cold [--after-first-wave]] [--gradients-exist] [--json]",
        "price --calibration CAL.json --budget BYTES [--max-sequence-length L] [--max-tokens N] [--slots A,B] "
@@ -131,7 +131,10 @@ CommandSpec price_command() {
           {{"--calibration"}, "CAL.json", "price from this calibration (`calibrate` writes it)"},
           {{"--tokens"}, "N", "the wave's tokens"},
           {{"--sequences"}, "L,L,...", "the wave's packed sequence lengths (one wave, no --budget)"},
-          {{"--slots"}, "A,B", "the adapters (slots) the wave trains, one gradient group each, equal parts"},
+          {{"--slots"},
+           "A,B",
+           "the adapters (slots) the wave trains, one gradient group each, equal parts (the first a token more "
+           "where N does not divide)"},
           {{"--groups"},
            "SLOT=N,...",
            "each gradient group's slot and size, in forward order: N tokens or L+L+... "
@@ -148,7 +151,9 @@ CommandSpec price_command() {
            "with --cold: the process has run a wave before, so only what a new shape adds is charged, not the "
            "workspaces a process's first wave keeps"},
           {{"--gradients-exist"}, "", "the adapters' gradients exist already: none pending"},
-          {{"--max-sequence-length"}, "L", "with --budget: waves packed from sequences of at most L tokens"},
+          {{"--max-sequence-length"},
+           "L",
+           "the wave packed from sequences of at most L tokens (with --budget: each width searched)"},
           {{"--max-tokens"}, "N", "with --budget: search widths up to N tokens (default 2^20)"},
           {{"--rank-shares"}, "W,W,...", "the wave split between data-parallel ranks by these relative shares"},
       },

@@ -398,6 +398,10 @@ Calibration read_calibration(const std::string& path) {
     return calibration_from_json(j);
   } catch (const CalibrationError& e) {
     throw CalibrationError(path + ": " + e.what());
+  } catch (const Json::exception& e) {
+    // A field of the wrong type deep in the file: name the file, and say it
+    // is not one calibrate wrote.
+    throw CalibrationError(path + ": not a calibration calibrate wrote (" + e.what() + ")");
   }
 }
 

@@ -110,7 +110,7 @@ pricing::Plan plan_for_wave(const Calibration& c, const WaveLiveness& w, bool fl
   for (const WaveLiveness::Child& child : w.children) {
     std::vector<uint64_t> live(static_cast<size_t>(c.layers), 0);
     plan.forwards.push_back(
-        calibrated_forward(summed, equal_groups(unpacked(child.tokens), child.groups), child.slots, floor_only, live));
+        calibrated_forward(summed, even_groups(unpacked(child.tokens), child.groups), child.slots, floor_only, live));
   }
   return plan;
 }

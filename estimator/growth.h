@@ -65,6 +65,10 @@ WaveSize packed(int64_t tokens, const std::vector<int64_t>& lengths);
 // The size of one of `groups` gradient groups of a wave (groups of one
 // forward split its tokens, and its sequences when it is packed).
 WaveSize group_size(WaveSize whole, int64_t groups);
+// The sizes of `groups` groups splitting a wave as evenly as its tokens
+// allow: the first tokens % groups groups one token more than the others
+// (group_size at their own tokens). Never a share below what a group runs.
+std::vector<WaveSize> even_groups(WaveSize whole, int64_t groups);
 
 enum class Growth : uint8_t { kNone, kFlat, kLinear, kQuadratic };
 const char* growth_name(Growth growth);

@@ -259,8 +259,7 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
 
 std::vector<WaveSize> WaveLiveness::group_sizes() const {
   if (group_list.empty()) {
-    const int64_t n = std::max<int64_t>(1, groups);
-    return std::vector<WaveSize>(static_cast<size_t>(n), group_size(size(), n));
+    return even_groups(size(), groups);
   }
   std::vector<WaveSize> out;
   for (const Group& g : group_list) out.push_back(g.size());

@@ -182,11 +182,6 @@ pricing::Plan calibrated_plan(const Calibration& c, bool cold, int64_t group_tok
   return plan;
 }
 
-std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups) {
-  groups = std::max<int64_t>(1, groups);
-  return std::vector<WaveSize>(static_cast<size_t>(groups), group_size(whole, groups));
-}
-
 pricing::Forward calibrated_forward(const Calibration& c, const std::vector<WaveSize>& sizes,
                                     const std::vector<std::string>& slots, bool floor_only,
                                     std::vector<uint64_t>& live_at_start, Extrapolation* extrapolation) {
@@ -332,8 +327,19 @@ pricing::Forward calibrated_split(const Calibration& c, const std::vector<WaveSi
   return forward;
 }
 
+void check_packing(int64_t tokens, int64_t max_sequence_length, const char* what) {
+  if (max_sequence_length <= 0) return;
+  const int64_t sequences = tokens / max_sequence_length + (tokens % max_sequence_length ? 1 : 0);
+  if (sequences > static_cast<int64_t>(kMaxSequences))
+    throw PredictError("max_sequence_length",
+                       fmt::format("{} {} in sequences of at most {} are {} sequences; a wave is priced with at most "
+                                   "{}: raise the longest sequence or lower the {}",
+                                   tokens, what, max_sequence_length, sequences, kMaxSequences, what));
+}
+
 std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_length) {
   if (max_sequence_length <= 0 || tokens <= max_sequence_length) return {tokens};
+  check_packing(tokens, max_sequence_length, "tokens");
   std::vector<int64_t> out(static_cast<size_t>(tokens / max_sequence_length), max_sequence_length);
   if (tokens % max_sequence_length) out.push_back(tokens % max_sequence_length);
   return out;
@@ -343,9 +349,15 @@ namespace {
 
 void check_lengths(const std::string& field, const std::vector<int64_t>& lengths, int64_t tokens) {
   if (lengths.empty()) return;
+  if (lengths.size() > kMaxSequences)
+    throw PredictError(field,
+                       fmt::format("{} sequences; a wave is priced with at most {}", lengths.size(), kMaxSequences));
   int64_t sum = 0;
   for (int64_t l : lengths) {
     if (l <= 0) throw PredictError(field, "every sequence length must be a positive number of tokens");
+    // Each at most 2^40, so the sum cannot wrap before it is caught.
+    if (l > pricing::kMaxAdmissionTokens || sum > pricing::kMaxAdmissionTokens)
+      throw PredictError(field, "the lengths add up to more than 2^40 tokens");
     sum += l;
   }
   if (sum != tokens) throw PredictError(field, fmt::format("the lengths add up to {} tokens, not {}", sum, tokens));
@@ -382,7 +394,10 @@ std::pair<std::vector<WaveSize>, std::vector<std::string>> groups_of(const Calib
     slots = r.slots;
     if (slots.empty()) slots.push_back(only_slot(c, "slots"));
     check_slots(c, slots, "slots[{}]");
-    return {equal_groups(packed(r.tokens, r.sequence_lengths), static_cast<int64_t>(slots.size())), slots};
+    if (r.tokens < static_cast<int64_t>(slots.size()))
+      throw PredictError("tokens",
+                         fmt::format("{} tokens cannot give each of {} slots a token", r.tokens, slots.size()));
+    return {even_groups(packed(r.tokens, r.sequence_lengths), static_cast<int64_t>(slots.size())), slots};
   }
   if (!r.sequence_lengths.empty() || !r.slots.empty())
     throw PredictError("groups", "give each group's sequences and slot in its group, not beside the groups");
@@ -460,16 +475,21 @@ Prediction predict(const Calibration& c, const WaveRequest& request) {
 }
 
 std::vector<int64_t> rank_tokens(int64_t tokens, const std::vector<double>& shares) {
-  double total = 0;
+  double most = 0;
   for (double s : shares) {
     if (!(s > 0) || !std::isfinite(s)) throw PredictError("rank shares", "every share must be a positive number");
-    total += s;
+    most = std::max(most, s);
   }
+  // Relative to the largest share, so that large shares cannot add up to
+  // infinity.
+  double total = 0;
+  for (double s : shares) total += s / most;
   std::vector<int64_t> parts;
   int64_t given = 0;
   for (size_t r = 0; r < shares.size(); ++r) {
-    const int64_t part =
-        r + 1 == shares.size() ? tokens - given : std::llround(static_cast<double>(tokens) * shares[r] / total);
+    const int64_t part = r + 1 == shares.size()
+                             ? tokens - given
+                             : std::llround(static_cast<double>(tokens) * (shares[r] / most) / total);
     parts.push_back(std::max<int64_t>(part, 0));
     given += parts.back();
   }
@@ -495,6 +515,7 @@ RunPrediction predict_ranks(const Calibration& c, const WaveRequest& request, co
 
 pricing::Admission admit_run_wave(const Calibration& c, const WaveRequest& shape, const std::vector<double>& shares,
                                   int64_t max_sequence_length, int64_t max_tokens, pricing::Bytes budget_bytes) {
+  check_packing(max_tokens, max_sequence_length, "max_tokens");
   WaveRequest request = shape;
   // The price does not shrink as a wave grows, so the busiest rank is the one
   // with the largest part; its part grows with the wave.
@@ -511,7 +532,9 @@ pricing::Admission admit_run_wave(const Calibration& c, const WaveRequest& shape
 WaveRequest wave_at(const WaveRequest& shape, int64_t tokens, int64_t max_sequence_length) {
   WaveRequest at = shape;
   if (shape.groups.empty()) {
-    at.tokens = tokens;
+    // Every slot runs at least one token: narrower waves are priced as that.
+    at.tokens = std::max<int64_t>(tokens, std::max<int64_t>(1, static_cast<int64_t>(shape.slots.size())));
+    tokens = at.tokens;
     at.sequence_lengths =
         max_sequence_length > 0 ? packed_sequences(tokens, max_sequence_length) : std::vector<int64_t>{};
     return at;
@@ -534,6 +557,7 @@ pricing::Admission admit_wave(const Calibration& c, const WaveRequest& shape, in
                               int64_t max_tokens, pricing::Bytes budget_bytes) {
   for (const GroupRequest& g : shape.groups)
     if (g.tokens <= 0) throw PredictError("groups", "every group's share must be a positive number");
+  check_packing(max_tokens, max_sequence_length, "max_tokens");
   auto plan_at = [&](int64_t tokens) { return predict(c, wave_at(shape, tokens, max_sequence_length)).plan; };
   return pricing::admit_by_search(plan_at, max_tokens, budget_bytes);
 }

@@ -135,10 +135,6 @@ inline uint64_t first_execution_allowance(const Calibration& calibration, size_t
 // WaveSizes are one shape.
 size_t group_shapes(const std::vector<WaveSize>& sizes);
 
-// `groups` equal parts of `whole` (its tokens, and its sequences when it is
-// packed): the sizes of a wave whose payload gave only a group count.
-std::vector<WaveSize> equal_groups(WaveSize whole, int64_t groups);
-
 // Prices the plan's forward in the backward order the trainer runs (indices
 // into its groups; empty: any order, the worst). A group that ran keeps a few
 // bytes beside its gradients that waves of other orders took into the
@@ -223,8 +219,15 @@ pricing::Admission admit_run_wave(const Calibration& calibration, const WaveRequ
                                   const std::vector<double>& shares, int64_t max_sequence_length, int64_t max_tokens,
                                   pricing::Bytes budget_bytes);
 
+// The most sequences a priced wave may have (its lengths are listed).
+constexpr size_t kMaxSequences = size_t{1} << 20;
+
 // The sequences of a wave of `tokens` packed at most `max_sequence_length`
-// long (0: one sequence).
+// long (0: one sequence). Throws PredictError past kMaxSequences.
 std::vector<int64_t> packed_sequences(int64_t tokens, int64_t max_sequence_length);
+// Throws PredictError naming max_sequence_length when `tokens` (`what`:
+// the field they come from) packed at most `max_sequence_length` long are
+// more than kMaxSequences sequences.
+void check_packing(int64_t tokens, int64_t max_sequence_length, const char* what);
 
 }  // namespace psc

@@ -387,14 +387,8 @@ std::vector<ExportMember> export_members(const Run& run) {
 }
 
 void warn_if_incomplete(const ExportModel& model, const std::function<void(const std::string&)>& warn) {
-  const ReadStatus& status = model.analysis.trace.status;
-  if (status.complete()) return;
-  const std::string text = status.state == ReadStatus::State::kGap
-                               ? fmt::format("{} has a gap ({}); exported the {} events around it", model.trace,
-                                             status.reason, status.events)
-                               : fmt::format("{} is {} ({}); exported the {} events before that", model.trace,
-                                             status.state == ReadStatus::State::kTruncated ? "truncated" : "corrupt",
-                                             status.reason, status.events);
+  const std::string text = incomplete_read_note(model.trace, model.analysis.trace.status, "exported");
+  if (text.empty()) return;
   if (warn) {
     warn(text);
   } else {

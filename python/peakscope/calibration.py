@@ -20,6 +20,7 @@ threads sharing one object apart) and calls the library with the GIL held
 """
 
 import ctypes
+import operator
 import os
 import struct
 import threading
@@ -169,6 +170,21 @@ def _int64(name, value):
     if not INT64_MIN <= value <= INT64_MAX:
         raise CalibrationError(f"{name}: {value} does not fit in 64 bits")
     return value
+
+
+def _whole(name, value):
+    """`value` as an int: an int, a float without a fraction, or anything numpy-like with
+    __index__; a fraction, a string or a bool is refused, naming the field."""
+    if value.__class__ is int:
+        return _int64(name, value)
+    if isinstance(value, float) and value.is_integer():
+        return _int64(name, int(value))
+    if not isinstance(value, bool):
+        try:
+            return _int64(name, operator.index(value))
+        except TypeError:
+            pass
+    raise CalibrationError(f"{name}: {value!r} is not a whole number")
 
 
 class Calibration:
@@ -337,11 +353,11 @@ class Calibration:
         for i, group in enumerate(groups):
             if not isinstance(group, dict) or "tokens" not in group:
                 raise CalibrationError(f"groups[{i}]: expected a dict with tokens (peakscope.group())")
-            sizes.append(_int64(f"groups[{i}].tokens", int(group["tokens"])))
+            sizes.append(_whole(f"groups[{i}].tokens", group["tokens"]))
             slot = group.get("slot")
             slots.append("" if slot is None else str(slot))
             seq = list(group.get("sequence_lengths") or [])
-            lengths.extend(_int64(f"groups[{i}].sequence_lengths", int(v)) for v in seq)
+            lengths.extend(_whole(f"groups[{i}].sequence_lengths[{k}]", v) for k, v in enumerate(seq))
             counts.append(len(seq))
         if not sizes:
             raise CalibrationError("groups: empty")
@@ -350,7 +366,7 @@ class Calibration:
         length_array = (ctypes.c_int64 * max(1, len(lengths)))(*lengths)
         count_array = (ctypes.c_size_t * len(counts))(*counts)
         saved = (request.tokens, request.sequence_lengths, request.sequence_count)
-        request.tokens = _int64("tokens", int(tokens))
+        request.tokens = _whole("tokens", tokens)
         request.sequence_lengths = None
         request.sequence_count = 0
         self._sequences = None
@@ -360,7 +376,7 @@ class Calibration:
         request.group_sequence_lengths = length_array
         request.group_sequence_counts = count_array
         if backward_order is not None:
-            order = [int(i) for i in backward_order]
+            order = [_whole(f"backward_order[{k}]", i) for k, i in enumerate(backward_order)]
             if any(not -2**31 <= i < 2**31 for i in order):
                 raise CalibrationError("backward_order: each entry must be a group's index")
             order_array = (ctypes.c_int32 * max(1, len(order)))(*order)
@@ -383,7 +399,7 @@ class Calibration:
     def _price(self, tokens, sequences, slots, cold, gradients_exist):
         request = self._request
         if tokens.__class__ is not int or not INT64_MIN <= tokens <= INT64_MAX:
-            tokens = _int64("tokens", int(tokens))
+            tokens = _whole("tokens", tokens)
         request.tokens = tokens
         if sequences is None:
             if self._sequences is not None:
@@ -416,9 +432,9 @@ class Calibration:
         With `groups` (each {"tokens", "slot"}), the groups' tokens are relative shares of
         the wave: the admission's group_tokens say how the admitted wave splits; with
         `backward_order`, every width is priced in that order of the groups' backwards."""
-        budget_bytes = _int64("budget_bytes", int(budget_bytes))
-        max_tokens = _int64("max_tokens", int(max_tokens))
-        max_sequence_length = _int64("max_sequence_length", int(max_sequence_length))
+        budget_bytes = _whole("budget_bytes", budget_bytes)
+        max_tokens = _whole("max_tokens", max_tokens)
+        max_sequence_length = _whole("max_sequence_length", max_sequence_length)
         if groups is not None:
             if slots is not None:
                 raise CalibrationError("groups: give each group's slot in its group")

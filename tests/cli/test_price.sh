@@ -147,6 +147,30 @@ bad 2 "peakscope price: $TMP/v99.json: calibration.version: 99 is not known (thi
   price --calibration "$TMP/v99.json" --tokens 100
 bad 2 "peakscope price: --budget: '12XB' must be a non-negative integer" \
   price --calibration "$CAL" --budget 12XB
+bad 2 "peakscope price: --budget: '18446744073709551615' is too large" \
+  price --calibration "$CAL" --budget 18446744073709551615
+bad 2 "peakscope price: --max-tokens bounds --budget's search: give it with --budget" \
+  price --calibration "$CAL" --tokens 100 --max-tokens 50
+bad 2 "peakscope price: $CAL: sequences: the lengths add up to more than 2^40 tokens" \
+  price --calibration "$CAL" --tokens 5 --sequences 4611686018427387904,4611686018427387904,4611686018427387904,4611686018427387904,5
+bad 2 "peakscope price: $CAL: max_sequence_length: 1099511627776 max_tokens in sequences of at most 1 are 1099511627776 sequences; a wave is priced with at most 1048576: raise the longest sequence or lower the max_tokens" \
+  price --calibration "$CAL" --budget 1TiB --max-tokens 1099511627776 --max-sequence-length 1
+# A trace not read whole is said to be so by check and calibrate (the waves
+# after the cut are missing; a wave the cut falls inside is left out).
+head -c 1000 tests/golden/fixture.pstrace >"$TMP/cut.pstrace"
+cut_note="$TMP/cut.pstrace is truncated (file ends inside a chunk at byte 136)"
+run check --calibration "$CAL" "$TMP/cut.pstrace" --json
+expect '[ $rc -eq 0 ] && grep -qF "peakscope check: warning: $cut_note; checked the 0 events before that" "$TMP/err" &&
+        grep -qF "$cut_note" "$TMP/out"' "check of a cut trace does not say so ($(said))"
+run calibrate "$TMP/cut.pstrace" -o "$TMP/cut.json"
+expect 'grep -qF "peakscope calibrate: warning: $cut_note; calibrated from the 0 events before that" "$TMP/err"' \
+  "calibrate of a cut trace does not say so ($(said))"
+# --tokens with --max-sequence-length: the wave packed as --budget's search packs it.
+run price --calibration "$CAL" --tokens 1280 --max-sequence-length 512
+packed_line=$(head -n 1 "$TMP/out")
+run price --calibration "$CAL" --tokens 1280 --sequences 512,512,256
+expect '[ $rc -eq 0 ] && [ "$(head -n 1 "$TMP/out")" = "$packed_line" ]' \
+  "--max-sequence-length 512 does not price 512,512,256: $packed_line ($(said))"
 
 # A wave split between data-parallel ranks (--rank-shares): the parts add up to
 # the wave, and each rank's price is the price of a wave of its part alone; the

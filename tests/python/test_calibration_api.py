@@ -158,6 +158,21 @@ class CalibrationApiTest(unittest.TestCase):
             self.assertTrue(str(raised.exception).startswith("tokens: "), raised.exception)
         self.assertTrue(issubclass(peakscope.CalibrationError, ValueError))
 
+    def test_numbers_that_are_not_whole_are_refused_naming_the_field(self):
+        # A fraction is not rounded away: the command line refuses 1.5 too.
+        for call, field in ((lambda: self.calibration.price(48.5), "tokens: "),
+                            (lambda: self.calibration.price("48"), "tokens: "),
+                            (lambda: self.calibration.price(True), "tokens: "),
+                            (lambda: self.calibration.admit(1 << 30, max_tokens=100.5), "max_tokens: "),
+                            (lambda: self.calibration.admit(-1), "budget_bytes: ")):
+            with self.subTest(field=field):
+                with self.assertRaises(peakscope.CalibrationError) as raised:
+                    call()
+                self.assertTrue(str(raised.exception).startswith(field), raised.exception)
+        # Whole numbers in other clothes are whole numbers.
+        self.assertEqual(self.calibration.price(48.0), self.calibration.price(48))
+        self.assertEqual(self.calibration.admit(float(1 << 30)).tokens, self.calibration.admit(1 << 30).tokens)
+
     def test_calibration_files_it_refuses(self):
         with open(self.path) as f:
             calibration = json.load(f)
@@ -424,3 +439,10 @@ class GroupsTest(unittest.TestCase):
         self.assertIn("--groups", result.stderr)
         with self.assertRaises(peakscope.CalibrationError):
             self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(30)])
+        with self.assertRaises(peakscope.CalibrationError) as raised:
+            self.calibration.price(groups=[{"tokens": 20.5, "slot": "a"}, peakscope.group(30, slot="b")])
+        self.assertTrue(str(raised.exception).startswith("groups[0].tokens: "), raised.exception)
+        with self.assertRaises(peakscope.CalibrationError) as raised:
+            self.calibration.price(groups=[peakscope.group(20, slot="a"), peakscope.group(30, slot="b")],
+                                   backward_order=[1.7, 0.2])
+        self.assertTrue(str(raised.exception).startswith("backward_order[0]: "), raised.exception)

@@ -149,7 +149,7 @@ TEST(Converters, CountsAreNonNegativeIntegers) {
   EXPECT_EQ(error_of([] { parse_count("--tokens", "-0"); }), "--tokens: '-0' must be a non-negative integer");
   EXPECT_EQ(error_of([] { parse_count("--tokens", "+1"); }), "--tokens: '+1' must be a non-negative integer");
   EXPECT_EQ(error_of([] { parse_count("--tokens", "99999999999999999999"); }),
-            "--tokens: '99999999999999999999' must be a non-negative integer");
+            "--tokens: '99999999999999999999' is too large");
   EXPECT_EQ(error_of([] { parse_count("--budget", "12x", "number of bytes"); }),
             "--budget: '12x' must be a non-negative integer number of bytes");
 }

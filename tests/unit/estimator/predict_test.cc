@@ -434,6 +434,76 @@ TEST(Predict, BadRequestsNameTheField) {
   EXPECT_EQ(field_of(r), "(accepted)");
 }
 
+// Equal parts of tokens that do not divide: the first groups take a token
+// more (never the rounded-down share, which priced every group short).
+TEST(Predict, EqualPartsThatDoNotDivideGiveTheFirstGroupsATokenMore) {
+  Calibration c = two_layers();
+  c.adapter_gradient_bytes["b"] = {100, 100};
+  c.adapter_gradient_bytes["c"] = {100, 100};
+  WaveRequest even, listed;
+  even.tokens = 302;
+  even.slots = {"a", "b", "c"};
+  listed.groups = {{101, {}, "a"}, {101, {}, "b"}, {100, {}, "c"}};
+  const Prediction p = predict(c, even);
+  EXPECT_EQ(p.price.raw_bytes, predict(c, listed).price.raw_bytes);
+  EXPECT_EQ(p.group_tokens, 101);
+  WaveRequest rounded_down = even;
+  rounded_down.tokens = 300;
+  EXPECT_GT(p.price.raw_bytes, predict(c, rounded_down).price.raw_bytes);
+  EXPECT_EQ(even_groups(unpacked(7), 3), (std::vector<WaveSize>{unpacked(3), unpacked(2), unpacked(2)}));
+  // Fewer tokens than slots: some group would run none.
+  WaveRequest narrow = even;
+  narrow.tokens = 2;
+  try {
+    predict(c, narrow);
+    ADD_FAILURE() << "2 tokens in 3 slots accepted";
+  } catch (const PredictError& e) {
+    EXPECT_EQ(e.field(), "tokens");
+  }
+  // Admission prices every width at least one token a slot: the width it
+  // admits fits as its groups split it, and one more does not.
+  WaveRequest shape;
+  shape.slots = even.slots;
+  const pricing::Bytes budget = predict(c, even).price.required_bytes;
+  const pricing::Admission a = admit_wave(c, shape, 0, 1 << 16, budget);
+  ASSERT_GE(a.tokens, 3);
+  EXPECT_LE(predict(c, wave_at(shape, a.tokens, 0)).price.required_bytes, budget);
+  EXPECT_GT(predict(c, wave_at(shape, a.tokens + 1, 0)).price.required_bytes, budget);
+  EXPECT_EQ(admit_wave(c, shape, 0, 1 << 16, 1).tokens, 0);
+}
+
+// Sequence lengths are checked before they are added up, and a packing of
+// more sequences than a wave is priced with is refused before it is made.
+TEST(Predict, SequencesThatAddUpPastTheLimitsAreRefused) {
+  const Calibration c = two_layers();
+  auto field_of = [&](const WaveRequest& r) {
+    try {
+      predict(c, r);
+    } catch (const PredictError& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("(accepted)");
+  };
+  WaveRequest r;
+  r.tokens = 5;
+  const int64_t huge = int64_t{1} << 62;  // four of them wrap to 0
+  r.sequence_lengths = {huge, huge, huge, huge, 5};
+  EXPECT_NE(field_of(r).find("more than 2^40"), std::string::npos) << field_of(r);
+  r.tokens = static_cast<int64_t>(kMaxSequences) + 1;
+  r.sequence_lengths.assign(kMaxSequences + 1, 1);
+  EXPECT_EQ(field_of(r).rfind("sequences: ", 0), 0u) << field_of(r);
+  try {
+    admit_wave(c, WaveRequest{}, 1, pricing::kMaxAdmissionTokens, 1 << 30);
+    ADD_FAILURE() << "2^40 sequences of one token accepted";
+  } catch (const PredictError& e) {
+    EXPECT_EQ(e.field(), "max_sequence_length");
+  }
+  EXPECT_THROW(packed_sequences(int64_t{1} << 30, 1), PredictError);
+  EXPECT_EQ(packed_sequences(static_cast<int64_t>(kMaxSequences), 1).size(), kMaxSequences);
+  // Shares too large to add up are still shares.
+  EXPECT_EQ(rank_tokens(10, {1e308, 1e308}), (std::vector<int64_t>{5, 5}));
+}
+
 TEST(Predict, AdmissionIsTheLargestWidthThatFits) {
   const Calibration c = two_layers();
   WaveRequest shape;
