@@ -120,6 +120,9 @@ struct TraceSummary {
   uint64_t dropped = 0;
   uint64_t late_events = 0;
   bool clean_end = false;
+  // Not closed, and the process writing it still runs (on this host): the
+  // analysis covers what was written so far.
+  bool being_written = false;
   uint64_t first_time_ns = 0;
   uint64_t last_time_ns = 0;
   std::array<uint64_t, kMaxEventKind + 1> events_by_kind{};

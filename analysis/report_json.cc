@@ -43,6 +43,7 @@ json trace_fields(const TraceSummary& t) {
           {"gaps", t.status.gaps},
           {"gap_bytes", t.status.gap_bytes},
           {"clean_end", t.clean_end},
+          {"being_written", t.being_written},
           {"format_version", t.header.version},
           {"pid", t.header.pid},
           {"parent_pid", t.header.parent_pid},

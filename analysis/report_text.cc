@@ -48,7 +48,9 @@ void render_status(const Analysis& a, Out& out) {
                   count(s.events, "event"), count(s.chunks, "chunk"), grouped(s.good_bytes), grouped(s.file_bytes),
                   s.gaps ? fmt::format(", {} damaged skipped in {}", count(s.gap_bytes, "byte"), count(s.gaps, "gap"))
                          : std::string(),
-                  t.clean_end ? ", closed cleanly" : ", not closed by the recorder");
+                  t.clean_end       ? ", closed cleanly"
+                  : t.being_written ? ", still being written"
+                                    : ", not closed by the recorder");
   const size_t host_length = strnlen(t.header.hostname, sizeof t.header.hostname);
   out += fmt::format("process    pid {}", t.header.pid);
   if (t.header.rank >= 0) out += fmt::format(", rank {}", t.header.rank);
@@ -71,6 +73,11 @@ void render_warnings(const Analysis& a, Out& out) {
                        t.status.gaps ? fmt::format(" (after skipping {} damaged bytes earlier: {})",
                                                    grouped(t.status.gap_bytes), t.status.gap_reason)
                                      : std::string());
+  else if (t.being_written)
+    out += fmt::format(
+        "WARNING    the trace is still being written (pid {} runs on this host); this report covers the {} events "
+        "written so far\n",
+        t.header.pid, grouped(t.status.events));
   else if (!t.clean_end)
     out +=
         "WARNING    the recorder did not close the trace (the process was killed or crashed?); "

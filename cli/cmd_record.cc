@@ -84,6 +84,7 @@ struct RecordOptions {
   args.command(&o.command);  // the "--" is optional
   if (!args.parse(argc, argv)) return false;
   if (o.command.empty()) args.fail("no command to record");
+  if (o.output.empty()) throw UsageError("-o: an empty path; give the trace's file name");
   return true;
 }
 
@@ -113,7 +114,11 @@ void take_nvtx_injection(const std::string& library) {
   setenv("NVTX_INJECTION64_PATH", library.c_str(), 1);
 }
 
-[[noreturn]] void exec_child(const RecordOptions& o, const std::string& library, const std::string& output) {
+// `failed`: a close-on-exec pipe's write end; a failed exec writes its errno
+// there, so the parent tells a command that never ran from one that ran
+// without the recorder. Exits as a shell does: 127 not found, 126 not runnable.
+[[noreturn]] void exec_child(const RecordOptions& o, const std::string& library, const std::string& output,
+                             int failed) {
   std::string preload = library;
   if (const char* existing = getenv("LD_PRELOAD"); existing && *existing) preload += std::string(":") + existing;
   setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -128,8 +133,23 @@ void take_nvtx_injection(const std::string& library) {
   for (const std::string& word : o.command) command_argv.push_back(const_cast<char*>(word.c_str()));
   command_argv.push_back(nullptr);
   execvp(command_argv[0], command_argv.data());
-  fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", shown(o.command[0]), std::strerror(errno));
-  _exit(127);
+  const int err = errno;
+  fmt::print(stderr, "peakscope record: cannot run '{}': {}\n", shown(o.command[0]), std::strerror(err));
+  if (write(failed, &err, sizeof err) < 0) {
+    // The parent then reads no errno and says what it can.
+  }
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+// Whether the child's exec failed (its errno came down the pipe); closes the
+// read end. The pipe reads end of file once the exec succeeds.
+bool exec_failed(int pipe_read) {
+  int err = 0;
+  ssize_t n;
+  while ((n = read(pipe_read, &err, sizeof err)) < 0 && errno == EINTR) {
+  }
+  close(pipe_read);
+  return n == static_cast<ssize_t>(sizeof err);
 }
 
 pid_t g_child = 0;
@@ -509,9 +529,16 @@ int cmd_record(int argc, char** argv) {
   if (const int code = clear_earlier_traces(o, output)) return code;
   if (const int err = probe_output(output)) return cannot_write(o.output, err);
 
+  int exec_report[2];
+  if (pipe2(exec_report, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
   pid_t child = fork();
   if (child < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  if (child == 0) exec_child(o, library, output);
+  if (child == 0) {
+    close(exec_report[0]);
+    exec_child(o, library, output, exec_report[1]);
+  }
+  close(exec_report[1]);
+  const bool never_ran = exec_failed(exec_report[0]);
   g_child = child;
   signal(SIGINT, forward_signal);
   signal(SIGTERM, forward_signal);
@@ -520,6 +547,8 @@ int cmd_record(int argc, char** argv) {
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // The command never ran: the child said why; there is no trace to look for.
+  if (never_ran) return code;
 
   WrittenTrace primary;
   const bool have_primary = read_written_trace(output, started, &primary);

@@ -51,7 +51,11 @@ struct ReportOptions {
     o.top = static_cast<size_t>(parse_count(name, value));
   });
   args.option({"--timeline"}, [&](const std::string& name, const std::string& value) {
-    o.timeline_points = static_cast<size_t>(parse_count(name, value));
+    // Each point is a bucket held in memory while the trace is read.
+    constexpr std::int64_t kMostPoints = 1'000'000;
+    const std::int64_t points = parse_count(name, value);
+    if (points > kMostPoints) throw UsageError(fmt::format("{}: '{}' points; at most {}", name, value, kMostPoints));
+    o.timeline_points = static_cast<size_t>(points);
   });
   args.positionals(&o.inputs);
   if (!args.parse(argc, argv)) return false;

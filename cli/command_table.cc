@@ -43,7 +43,7 @@ CommandSpec report_command() {
               {{"--json"}, "", "print JSON (docs/report.md)"},
               {{"--waves"}, "", "also what each wave held per layer at its peak (JSON always has it)"},
               {{"--top"}, "N", "rows of each table of what is live at the peak (default 20)"},
-              {{"--timeline"}, "N", "points of the live-bytes timeline (default 100)"},
+              {{"--timeline"}, "N", "points of the live-bytes timeline (default 100, at most 10^6)"},
           },
           "",
           cmd_report};

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <utility>
@@ -48,24 +49,29 @@ TraceFollower::TraceFollower(std::string path, uint32_t writer_pid) : path_(std:
 
 TraceFollower::~TraceFollower() = default;
 
+WriterState process_state(uint32_t pid) {
+  if (pid == 0) return WriterState::kUnknown;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return WriterState::kEnded;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return WriterState::kRunning;
+  const size_t name_end = line.rfind(')');
+  const bool zombie = name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
+  return zombie ? WriterState::kEnded : WriterState::kRunning;
+}
+
+WriterState writer_state(const format::FileHeader& header) {
+  char host[sizeof header.hostname + 1] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || strncmp(host, header.hostname, sizeof header.hostname) != 0)
+    return WriterState::kUnknown;
+  return process_state(header.pid);
+}
+
 // A process that no longer exists, or a zombie nobody reaped yet, has
 // written all it will. Only a writer on this host can be asked.
 bool TraceFollower::writer_alive() {
-  uint32_t pid = writer_pid_;
-  if (pid == 0 && open_) {
-    char host[sizeof meta_.header.hostname + 1] = {};
-    if (gethostname(host, sizeof host - 1) != 0 ||
-        strncmp(host, meta_.header.hostname, sizeof meta_.header.hostname) != 0)
-      return true;
-    pid = meta_.header.pid;
-  }
-  if (pid == 0) return true;
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t name_end = line.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= line.size() || line[name_end + 2] != 'Z';
+  if (writer_pid_ != 0) return process_state(writer_pid_) != WriterState::kEnded;
+  return !open_ || writer_state(meta_.header) != WriterState::kEnded;
 }
 
 void TraceFollower::finish(TraceVisitor& visitor, FollowStatus::State state, const std::string& reason) {
@@ -96,14 +102,20 @@ bool TraceFollower::open_headers(TraceVisitor& visitor) {
   if (!file->file.ok()) {
     status_.reason = file->file.error();
     if (writer_ended_) finish(visitor, FollowStatus::State::kWriterGone, "no trace was written: " + status_.reason);
+    // A file may yet be made in a folder that exists, never in one that does not.
+    std::error_code ec;
+    const std::filesystem::path folder = std::filesystem::path(path_).parent_path();
+    if (!writer_ended_ && !folder.empty() && !std::filesystem::is_directory(folder, ec))
+      throw TraceError(path_, 0, "cannot be followed: its folder " + folder.string() + " does not exist");
     return false;
   }
   const uint64_t size = file->file.current_size();
-  // The recorder writes both headers before its first chunk: wait for them.
+  // The recorder writes both headers before its first chunk: wait for them,
+  // unless what is there already is not how a trace begins.
   if (size < sizeof(FileHeader)) {
     char magic[sizeof format::kMagic] = {};
-    if (writer_ended_ || (file->file.read_at(0, magic, sizeof magic) == sizeof magic &&
-                          std::memcmp(magic, format::kMagic, sizeof magic) != 0))
+    const size_t have = file->file.read_at(0, magic, std::min<uint64_t>(size, sizeof magic));
+    if (writer_ended_ || std::memcmp(magic, format::kMagic, have) != 0)
       meta_.header = trace_chunks::read_header(file->file, path_);  // throws: not a trace, or one that will not grow
     status_.reason = "the file's header is not written yet";
     return false;

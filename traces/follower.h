@@ -39,6 +39,14 @@ struct FollowStatus {
 };
 const char* follow_state_name(FollowStatus::State state);
 
+// Whether a process runs: kEnded when it is gone or a zombie nobody reaped
+// (it has written all it will); kUnknown for pid 0.
+enum class WriterState { kRunning, kEnded, kUnknown };
+WriterState process_state(uint32_t pid);
+// The state of the process a trace's header names (its pid), asked only on
+// the host the header names: kUnknown elsewhere.
+WriterState writer_state(const format::FileHeader& header);
+
 class TraceFollower {
  public:
   // writer_pid: the process writing the trace when the caller knows it (it

@@ -103,6 +103,7 @@ refused "peakscope export: --wave: '4294967296' is larger than any wave's number
   export "$TRACE" --format chrome -o "$TMP/w.json" --wave 4294967296
 refused "peakscope calibrate: --safety: '1.5x' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety 1.5x
 refused "peakscope calibrate: --safety: '65' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety 65
+refused "peakscope report: --timeline: '1000001' points; at most 1000000" report "$TRACE" --timeline 1000001
 refused "peakscope calibrate: --safety: 'nan' is not a factor between 1 and 64" calibrate "$TRACE" -o "$TMP/c.json" --safety nan
 refused "peakscope price: --rank-shares: '0' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares 1,0
 refused "peakscope price: --rank-shares: 'inf' is not a positive number" price --calibration "$CAL" --tokens 64 --rank-shares inf

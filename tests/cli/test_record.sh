@@ -79,4 +79,23 @@ ok=1
   grep -q "cannot write the trace to $TMP/missing/x.pstrace: No such file or directory (errno 2)" "$TMP/err" && ok=0
 check "an unwritable output exits 2 and says why" $ok "$TMP/err"
 
+# A command that cannot run says so once, with the shell's exit codes (126
+# found but not runnable, 127 not found), and no trace is looked for.
+printf 'not a program\n' >"$TMP/not_runnable"
+chmod -x "$TMP/not_runnable"
+for case in "126 $TMP/not_runnable Permission denied" "127 $TMP/no_such_program No such file or directory"; do
+  read -r want path why <<<"$case"
+  "$PEAKSCOPE" record --host -o "$TMP/never.pstrace" -- "$path" 2>"$TMP/err"
+  rc=$?
+  ok=1
+  [ $rc = "$want" ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
+    [ "$(cat "$TMP/err")" = "peakscope record: cannot run '$path': $why" ] && [ ! -e "$TMP/never.pstrace" ] && ok=0
+  check "a command that cannot run exits $want with one line" $ok "$TMP/err"
+done
+"$PEAKSCOPE" record --host -o "" -- /bin/true 2>"$TMP/err"
+rc=$?
+ok=1
+[ $rc = 2 ] && [ "$(cat "$TMP/err")" = "peakscope record: -o: an empty path; give the trace's file name" ] && ok=0
+check "an empty -o is refused, naming it" $ok "$TMP/err"
+
 exit $PSC_STATUS

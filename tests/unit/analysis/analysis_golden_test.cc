@@ -590,6 +590,31 @@ TEST(AnalysisGolden, DropsAreReportedByReason) {
   EXPECT_FALSE(a.trace.clean_end);
 }
 
+// A trace without its end mark whose writer still runs on this host is being
+// written, not the trace of a process that was killed; one whose writer is
+// gone (or another host's) is not.
+TEST(AnalysisGolden, ATraceWhoseWriterStillRunsIsBeingWritten) {
+  char host[65] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  auto written_by = [&](uint32_t pid, const std::string& hostname, bool close) {
+    TempTrace file("writer");
+    {
+      TraceWriterOptions options;
+      options.pid = pid;
+      options.hostname = hostname;
+      SyntheticTrace t(file.path, options);
+      t.alloc(0, 0x10, 1);
+      t.close(close);
+    }
+    return analyze_trace(file.path).trace;
+  };
+  const uint32_t self = static_cast<uint32_t>(getpid());
+  EXPECT_TRUE(written_by(self, host, false).being_written);
+  EXPECT_FALSE(written_by(self, host, true).being_written);             // closed
+  EXPECT_FALSE(written_by(self, "another-host", false).being_written);  // cannot be asked
+  EXPECT_FALSE(written_by(0, host, false).being_written);
+}
+
 TEST(AnalysisGolden, NotATraceThrowsTraceError) {
   TempTrace file("garbage");
   {

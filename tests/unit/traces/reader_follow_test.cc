@@ -123,6 +123,32 @@ TEST(ReaderFollow, AGrowingFileGivesEveryEventOfTheWholeReadInOrder) {
   EXPECT_EQ(seen.ends, 1);
 }
 
+// What can never become a trace is refused at once, not waited for: a short
+// file that does not begin as a trace does, a path whose folder is missing.
+TEST(ReaderFollow, WhatCanNeverBeATraceIsRefusedNotWaitedFor) {
+  Scratch dir;
+  const std::string text = dir.path("notes.txt");
+  append(text, "hello\n");  // shorter than the magic
+  Collect seen;
+  TraceFollower short_text(text, static_cast<uint32_t>(getpid()));
+  EXPECT_THROW(short_text.poll(seen), TraceError);
+  TraceFollower nowhere(dir.path("missing/folder/t.pstrace"), static_cast<uint32_t>(getpid()));
+  try {
+    nowhere.poll(seen);
+    ADD_FAILURE() << "a trace in a missing folder is waited for";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  // A prefix of a trace's magic, and no file in a folder that exists: waited for.
+  const std::string begun = dir.path("begun.pstrace");
+  append(begun, "PSTR");
+  TraceFollower prefix(begun, static_cast<uint32_t>(getpid()));
+  EXPECT_EQ(prefix.poll(seen).state, FollowStatus::State::kWaiting);
+  TraceFollower later(dir.path("later.pstrace"), static_cast<uint32_t>(getpid()));
+  EXPECT_EQ(later.poll(seen).state, FollowStatus::State::kWaiting);
+  EXPECT_EQ(seen.begins, 0);
+}
+
 TEST(ReaderFollow, AWriterThatEndedWithoutTheEndMarkEndsTheFollowAndItsTornTailIsSaid) {
   Scratch dir;
   const std::string whole = dir.path("whole.pstrace");
