@@ -42,7 +42,7 @@ std::string where(const PeakSite& site) {
 void render_status(const Analysis& a, Out& out) {
   const TraceSummary& t = a.trace;
   const ReadStatus& s = t.status;
-  out += fmt::format("trace      {}\n", t.path);
+  out += fmt::format("trace      {}\n", printable_path(t.path));
   out +=
       fmt::format("status     {}: {} in {} ({} of {} bytes read{}){}\n", read_state_name(s.state),
                   count(s.events, "event"), count(s.chunks, "chunk"), grouped(s.good_bytes), grouped(s.file_bytes),
@@ -57,7 +57,7 @@ void render_status(const Analysis& a, Out& out) {
   if (t.header.local_rank >= 0) out += fmt::format(", local rank {}", t.header.local_rank);
   if (host_length) out += fmt::format(", host {}", std::string(t.header.hostname, host_length));
   out += fmt::format(", {}\n", count(t.threads, "thread"));
-  if (!t.command.empty()) out += fmt::format("command    {}\n", t.command);
+  if (!t.command.empty()) out += fmt::format("command    {}\n", printable_path(t.command));
 }
 
 void render_warnings(const Analysis& a, Out& out) {

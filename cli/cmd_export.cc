@@ -28,6 +28,7 @@
 #include "exchange/export_window.h"
 #include "exchange/exporter.h"
 #include "exchange/run_window.h"
+#include "traces/reader.h"
 
 namespace psc::cli {
 namespace {
@@ -194,7 +195,7 @@ int cmd_export(int argc, char** argv) {
   progress_done();
   struct stat st {};
   const long long size = ::stat(options.output.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
-  fmt::print("peakscope export: wrote {} ({}, {} bytes)\n", options.output, exporter->name(), size);
+  fmt::print("peakscope export: wrote {} ({}, {} bytes)\n", printable_path(options.output), exporter->name(), size);
   return kExitOk;
 }
 

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "common/progress.h"
 #include "exchange/exporter.h"
+#include "traces/reader.h"
 
 namespace psc::cli {
 namespace {
@@ -57,7 +58,8 @@ int cmd_import(int argc, char** argv) {
   if (!parse(argc, argv, options, &importer)) return kExitOk;
   const ImportSummary summary = importer->read(options);
   progress_done();
-  fmt::print("peakscope import: wrote {} ({} events from {})\n", options.output, summary.events, importer->name());
+  fmt::print("peakscope import: wrote {} ({} events from {})\n", printable_path(options.output), summary.events,
+             importer->name());
   for (const std::string& line : summary.lines) fmt::print("  {}\n", line);
   return kExitOk;
 }

@@ -155,6 +155,17 @@ TEST_F(ReportCli, TextNamesThePeakAndTheWave) {
   EXPECT_EQ(r.out.find("WARNING"), std::string::npos) << r.out;
 }
 
+// A newline in a path is shown escaped, as record shows it: one line each.
+TEST_F(ReportCli, APathWithANewlineIsOneLine) {
+  TempFile base("newline");
+  const std::string path = base.path + "\nsecond.pstrace";
+  write_golden(path);
+  const CliRun r = run("report " + shell_quote(path));
+  std::remove(path.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trace      " + base.path + "\\nsecond.pstrace\n"), std::string::npos) << r.out;
+}
+
 TEST_F(ReportCli, TruncatedTraceExitsZeroWithAWarning) {
   TempFile trace("cut");
   write_golden(trace.path);
