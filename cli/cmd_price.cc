@@ -34,10 +34,10 @@ using pricing::Json;
 void print_price_table(const Json& price, const std::string& indent) {
   const Json& c = price["components"];
   auto row = [&](const char* name, const Json& bytes, const std::string& note) {
-    fmt::print("{}{:<18}{:>16}{:>12}{}\n", indent, name, bytes.get<std::int64_t>(),
+    fmt::print("{}{:<18}{:>16} {:>11}{}\n", indent, name, bytes.get<std::int64_t>(),
                format_mib(bytes.get<std::int64_t>()), note.empty() ? "" : "  " + note);
   };
-  fmt::print("{}{:<18}{:>16}{:>12}\n", indent, "component", "bytes", "MiB");
+  fmt::print("{}{:<18}{:>16} {:>11}\n", indent, "component", "bytes", "MiB");
   row("output", c["output"], "");
   row("retained", c["retained"], "");
   row("workspace", c["workspace"], "");
