@@ -21,6 +21,32 @@ std::optional<int64_t> integer_field(const nlohmann::json& object, const char* k
   return std::nullopt;
 }
 
+// "sequence_lengths", when given: positive integers adding up to the tokens.
+void check_lengths(const nlohmann::json& j, WavePayload* p) {
+  auto it = j.find("sequence_lengths");
+  if (it == j.end() || it->is_null()) return;
+  int64_t sum = 0;
+  bool whole = it->is_array() && !it->empty();
+  if (whole)
+    for (const auto& v : *it) {
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t{1} << 40)) {
+        whole = false;
+        break;
+      }
+      sum += v.get<int64_t>();
+      if (sum > (int64_t{1} << 40)) {
+        whole = false;
+        break;
+      }
+    }
+  if (whole && (!p->tokens || sum == *p->tokens)) return;
+  p->bad_lengths = true;
+  if (!p->error.empty()) return;
+  p->error = whole ? "\"sequence_lengths\" add up to " + std::to_string(sum) + ", not to the " +
+                         std::to_string(*p->tokens) + " tokens"
+                   : "\"sequence_lengths\" is not a list of positive integers";
+}
+
 }  // namespace
 
 WavePayload parse_wave_payload(std::string_view text) {
@@ -41,6 +67,7 @@ WavePayload parse_wave_payload(std::string_view text) {
     return p;
   }
   p.tokens = integer_field(j, "tokens", &p.error);
+  if (p.tokens && *p.tokens <= 0 && p.error.empty()) p.error = "\"tokens\" is not a positive count";
   if (auto it = j.find("groups"); it != j.end() && it->is_array()) {
     // Each group's own size (the list form): the count, and the tokens when
     // the payload leaves them to the groups.
@@ -74,12 +101,18 @@ WavePayload parse_wave_payload(std::string_view text) {
       p.error = "\"slots\" is not an array";
     }
   }
+  check_lengths(j, &p);
   return p;
 }
 
 int32_t ScopeTracker::begin_wave(const Event& e, uint64_t ordinal) {
   WaveSpan w;
   w.index = static_cast<int32_t>(waves_.size());
+  if (!open_waves_.empty()) {
+    w.overlapped = open_waves_.back();
+    int32_t& other = waves_[static_cast<size_t>(open_waves_.back())].overlapped;
+    if (other < 0) other = w.index;
+  }
   w.thread = e.thread;
   w.begin_ordinal = ordinal;
   w.begin_seq = e.seq;

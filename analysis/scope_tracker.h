@@ -50,6 +50,9 @@ struct WavePayload {
   std::optional<int64_t> groups;
   std::optional<bool> cold;
   std::vector<std::string> slots;
+  // "sequence_lengths" given but not positive integers adding up to the
+  // tokens: the wave's shape is not known (error says why).
+  bool bad_lengths = false;
 };
 WavePayload parse_wave_payload(std::string_view json);
 
@@ -63,6 +66,9 @@ struct WaveSpan {
   uint64_t end_ordinal = UINT64_MAX;
   uint64_t end_seq = 0;
   uint64_t end_time_ns = 0;
+  // Another wave open at the same time (the one it began inside, or the
+  // first that began inside it): the two figures mix; -1 for none.
+  int32_t overlapped = -1;
   WavePayload payload;
 };
 

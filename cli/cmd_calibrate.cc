@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,10 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
       if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
       warnings.push_back(note);
     }
+    for (const std::string& note : waves_left_out(t)) {
+      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
+      warnings.push_back(note);
+    }
     if (const size_t n = drop_unfinished_waves(&t); n > 0) {
       const std::string note = fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
                                            t.path, n, n == 1 ? "" : "s");
@@ -282,11 +287,13 @@ std::string summary_line(const Calibration& calibration, const std::string& out)
 // admission should not trust yet.
 std::vector<std::string> still_lacking(const Calibration& c) {
   std::vector<std::string> lacking;
-  if (c.workspace.sizes < 3)
+  if (c.workspace.sizes < 3) {
+    const size_t more = 3 - c.workspace.sizes;
     lacking.push_back(
-        fmt::format("{} token count{} of waves (three or more let each term choose its growth; until "
-                    "then prices take the conservative growth)",
-                    c.workspace.sizes, c.workspace.sizes == 1 ? "" : "s"));
+        fmt::format("{} more token count{} of waves ({} so far; three or more let each term choose its growth; "
+                    "until then prices take the conservative growth)",
+                    more, more == 1 ? "" : "s", c.workspace.sizes));
+  }
   if (c.first_execution_pairs == 0)
     lacking.push_back("a cold wave and a warm wave of one shape (no first-execution allowance measured yet)");
   if (!c.moments) lacking.push_back("a wave of one gradient group (prices charge the sum of the terms' maxima)");
@@ -304,6 +311,7 @@ int follow_and_calibrate(const CalibrateOptions& o) {
   size_t calibrated_waves = 0;
   std::string written;
   std::string last_problem;
+  std::set<std::string> warned;
   std::fprintf(stderr, "peakscope calibrate: following %s; %s is rewritten as waves end\n", path.c_str(),
                o.out.c_str());
   for (;;) {
@@ -324,6 +332,9 @@ int follow_and_calibrate(const CalibrateOptions& o) {
           written = text;
           std::printf("after %zu wave%s: %s\n", ended, ended == 1 ? "" : "s", summary_line(calibration, o.out).c_str());
           for (const std::string& l : still_lacking(calibration)) std::printf("  still lacking: %s\n", l.c_str());
+          // What plain calibrate warns about (waves left out, host floors), each once.
+          for (const std::string& w : calibration.warnings)
+            if (warned.insert(w).second) std::printf("  warning: %s\n", w.c_str());
           std::fflush(stdout);
         }
         last_problem.clear();

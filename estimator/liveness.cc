@@ -1,5 +1,7 @@
 #include "estimator/liveness.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -236,7 +238,9 @@ WaveLiveness wave_of(const WaveReport& r, size_t layers) {
   WaveLiveness w;
   w.index = r.span.index;
   const WavePayload& p = r.span.payload;
-  w.tokens = p.tokens.value_or(0);
+  // A wave whose shape is not known, or whose figures mix with another
+  // wave's, has no token count to calibrate or check (waves_left_out says why).
+  w.tokens = p.bad_lengths || r.span.overlapped >= 0 ? 0 : std::max<int64_t>(0, p.tokens.value_or(0));
   w.sequence_lengths = sequence_lengths_of(p, w.tokens);
   w.cold = p.cold.value_or(false);
   w.groups = p.groups.value_or(1);
@@ -448,6 +452,33 @@ size_t drop_unfinished_waves(Liveness* liveness) {
   for (WaveLiveness& w : waves)
     if (w.warm_twin >= static_cast<int32_t>(kept)) w.warm_twin = -1;
   return dropped;
+}
+
+std::vector<std::string> waves_left_out(const Liveness& t, size_t most) {
+  std::vector<std::string> out;
+  size_t more = 0;
+  for (const WaveLiveness& w : t.waves) {
+    if (w.tokens > 0 || w.index < 0 || static_cast<size_t>(w.index) >= t.analysis.waves.size()) continue;
+    const WaveSpan& span = t.analysis.waves[static_cast<size_t>(w.index)].span;
+    std::string why;
+    if (span.overlapped >= 0)
+      why = fmt::format("it and wave {} were open at the same time (their figures mix: one wave at a time)",
+                        span.overlapped);
+    else if (!span.payload.error.empty())
+      why = "its payload: " + span.payload.error;
+    else if (!span.payload.present)
+      why = "it has no payload mark (peakscope.wave writes one)";
+    else
+      why = "its payload gives no token count";
+    if (out.size() < most)
+      out.push_back(fmt::format("{}: left out wave {}: {}", t.path, w.index, why));
+    else
+      ++more;
+  }
+  if (more)
+    out.push_back(
+        fmt::format("{}: left out {} more wave{} without a usable token count", t.path, more, more == 1 ? "" : "s"));
+  return out;
 }
 
 Analysis analyze_report(const std::string& path, const AnalysisOptions& options) {

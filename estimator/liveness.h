@@ -243,6 +243,11 @@ Analysis analyze_report(const std::string& path, const AnalysisOptions& options 
 // unless told to accept it (--allow-host-floor), and then say so.
 std::string host_floor_problem(const Liveness& t);
 
+// Why the waves of `t` that have no usable token count are left out of a
+// calibration and a check: one line each (a payload problem, a wave that
+// overlapped another, no payload mark), at most `most` and then a count.
+std::vector<std::string> waves_left_out(const Liveness& t, size_t most = 5);
+
 // Shape of a wave for cold/warm pairing: tokens, packing, groups and slots.
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b);
 

@@ -144,15 +144,19 @@ def group(tokens, slot=None, sequence_lengths=None):
             raise TypeError(f"group slot: expected a string, got {slot!r}")
         entry["slot"] = slot
     if sequence_lengths is not None:
-        if isinstance(sequence_lengths, (str, bytes)) or not hasattr(sequence_lengths, "__iter__"):
-            raise TypeError(f"group sequence_lengths: expected a list of positive integers, "
-                            f"got {sequence_lengths!r}")
-        lengths = [_positive_int(n, "group sequence_lengths") for n in sequence_lengths]
-        if not lengths or sum(lengths) != entry["tokens"]:
-            raise ValueError(f"group sequence_lengths {lengths} add up to {sum(lengths)}, "
-                             f"not to the group's {entry['tokens']} tokens")
-        entry["sequence_lengths"] = lengths
+        entry["sequence_lengths"] = _lengths(sequence_lengths, entry["tokens"], "group sequence_lengths",
+                                             "the group's")
     return entry
+
+
+def _lengths(value, tokens, what, whose):
+    """Packed sequence lengths: positive integers that add up to `tokens`; else TypeError/ValueError."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{what}: expected a list of positive integers, got {value!r}")
+    lengths = [_positive_int(n, what) for n in value]
+    if not lengths or sum(lengths) != tokens:
+        raise ValueError(f"{what} {lengths} add up to {sum(lengths)}, not to {whose} {tokens} tokens")
+    return lengths
 
 
 def _checked_group(value, index):
@@ -195,19 +199,27 @@ def wave_payload(tokens=None, slots=(), groups=1, cold=False, backward_order=Non
     """
     if isinstance(groups, bool):
         raise TypeError(f"groups: expected a count or a list of groups, got {groups!r}")
+    # True or False (0 and 1, and numpy's booleans, too); not any truthy value.
+    if not (isinstance(cold, bool) or (isinstance(cold, int) and cold in (0, 1)) or
+            getattr(getattr(cold, "dtype", None), "kind", None) == "b"):
+        raise TypeError(f"wave cold: expected True or False, got {cold!r}")
+    cold = bool(cold)
+    if isinstance(slots, (str, bytes)) or not hasattr(slots, "__iter__") or \
+            not all(isinstance(s, str) for s in slots):
+        raise TypeError(f"wave slots: expected a list of slot names, got {slots!r}")
     if isinstance(groups, (int, float)):
         count = _positive_int(groups, "groups")
         if tokens is None:
             raise TypeError("wave: tokens is required unless groups is a list of groups")
-        payload = {"tokens": int(tokens), "slots": [str(s) for s in slots], "groups": count,
-                   "cold": bool(cold)}
+        payload = {"tokens": _positive_int(tokens, "wave tokens"), "slots": list(slots), "groups": count,
+                   "cold": cold}
     elif isinstance(groups, (list, tuple)):
         entries = [_checked_group(g, i) for i, g in enumerate(groups)]
         if not entries:
             raise ValueError("groups: an empty list (a wave has at least one group)")
         count = len(entries)
         total = sum(g["tokens"] for g in entries)
-        if tokens is not None and int(tokens) != total:
+        if tokens is not None and _positive_int(tokens, "wave tokens") != total:
             raise ValueError(f"wave tokens {tokens!r} disagree with its groups, which add up to {total} "
                              f"({'+'.join(str(g['tokens']) for g in entries)})")
         if slots:
@@ -217,7 +229,7 @@ def wave_payload(tokens=None, slots=(), groups=1, cold=False, backward_order=Non
                 raise ValueError(f"wave slots {given} disagree with its groups' slots {named}")
         else:
             given = [g["slot"] for g in entries if "slot" in g]
-        payload = {"tokens": total, "slots": given, "groups": entries, "cold": bool(cold)}
+        payload = {"tokens": total, "slots": given, "groups": entries, "cold": cold}
     else:
         raise TypeError(f"groups: expected a count or a list of groups, got {groups!r}")
     if backward_order is not None:
@@ -226,6 +238,9 @@ def wave_payload(tokens=None, slots=(), groups=1, cold=False, backward_order=Non
         if key in payload:
             raise TypeError(f"wave payload field {key!r} given twice")
         payload[key] = value
+    if "sequence_lengths" in payload:
+        payload["sequence_lengths"] = _lengths(payload["sequence_lengths"], payload["tokens"],
+                                               "wave sequence_lengths", "the wave's")
     return payload
 
 
@@ -240,6 +255,10 @@ def wave(tokens=None, slots=(), groups=1, cold=False, backward_order=None, **ext
     with it. A bad payload raises before the range opens.
     """
     payload = json.dumps(wave_payload(tokens, slots, groups, cold, backward_order, **extra))
+    # A wave's figures are what it alone allocated: one inside another mixes both.
+    if any(e.kind == "wave" and not e.closed for e in _stack()):
+        raise RuntimeError("wave: a wave is already open on this thread; waves run one at a time "
+                           "(close the first before the next begins)")
     entry = open_entry("wave", "wave")
     try:
         backends.get_backend().mark("wave", payload)

@@ -109,6 +109,34 @@ class WaveTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             peakscope.wave_payload(4, cold=True, tokens=5)
 
+    def test_bad_payloads_raise_before_the_range_opens_naming_the_field(self):
+        bad = [({"tokens": -5}, "wave tokens"), ({"tokens": 0}, "wave tokens"), ({"tokens": 10.7}, "wave tokens"),
+               ({"tokens": "12"}, "wave tokens"), ({"tokens": True}, "wave tokens"),
+               ({"tokens": 4, "cold": "no"}, "wave cold"), ({"tokens": 4, "slots": "ab"}, "wave slots"),
+               ({"tokens": 100, "sequence_lengths": [3, 4]}, "wave sequence_lengths"),
+               ({"tokens": 96, "sequence_lengths": [-3, 99]}, "wave sequence_lengths"),
+               ({"tokens": 7, "sequence_lengths": "34"}, "wave sequence_lengths")]
+        for kwargs, field in bad:
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaises((TypeError, ValueError)) as raised:
+                    with peakscope.wave(**kwargs):
+                        pass
+                self.assertTrue(str(raised.exception).startswith(field), raised.exception)
+        self.assertEqual(self.recording.events, [])  # nothing was opened
+        with peakscope.wave(tokens=7, sequence_lengths=[3, 4]):
+            pass
+        self.assertEqual(json.loads(self.recording.events[1][3])["sequence_lengths"], [3, 4])
+
+    def test_a_wave_inside_a_wave_is_refused(self):
+        with peakscope.wave(tokens=200):
+            with self.assertRaises(RuntimeError) as raised:
+                with peakscope.wave(tokens=50):
+                    pass
+            self.assertIn("one at a time", str(raised.exception))
+        self.assertEqual([op for _, op, _, _ in self.recording.events].count("push"), 1)
+        with peakscope.wave(tokens=50):  # after the first closed: fine
+            pass
+
     def test_wave_closes_ranges_left_open_inside_it(self):
         with peakscope.wave(tokens=4):
             peakscope.push("backward/layer.0")

@@ -883,4 +883,45 @@ TEST(LivenessGolden, CheckFlagsAnUnderEstimate) {
 }
 
 }  // namespace
+// Waves with no usable token count are left out of a calibration and a
+// check, and said why: a payload whose tokens are not a positive count or
+// whose sequence lengths do not add up (its shape unknown: not priced as one
+// sequence), and waves open at the same time (their figures mix).
+TEST(LivenessGolden, WavesWithoutAUsableTokenCountAreLeftOutAndSaidWhy) {
+  TempTrace file("leftout");
+  {
+    SyntheticTrace s(file.path);
+    step(s, 0x100, 64, true, true);                                                     // wave 0: fine
+    s.wave_begin(kMain, R"({"tokens": 96, "groups": 1, "sequence_lengths": [3, 4]})");  // wave 1
+    s.alloc(kMain, 0x900, 10);
+    s.free(kMain, 0x900);
+    s.wave_end(kMain);
+    s.wave_begin(kMain, R"({"tokens": -5, "groups": 1})");  // wave 2
+    s.wave_end(kMain);
+    s.wave_begin(kMain, R"({"tokens": 200, "groups": 1})");  // wave 3, and wave 4 inside it
+    s.wave_begin(kMain, R"({"tokens": 50, "groups": 1})");
+    s.wave_end(kMain);
+    s.wave_end(kMain);
+    step(s, 0x200, 64, false, false);  // wave 5: fine
+    s.close();
+  }
+  const Liveness l = analyze_liveness(file.path);
+  ASSERT_EQ(l.waves.size(), 6u);
+  std::vector<int64_t> tokens;
+  for (const WaveLiveness& w : l.waves) tokens.push_back(w.tokens);
+  EXPECT_EQ(tokens, (std::vector<int64_t>{64, 0, 0, 0, 0, 64}));
+  EXPECT_EQ(l.analysis.waves[3].span.overlapped, 4);
+  EXPECT_EQ(l.analysis.waves[4].span.overlapped, 3);
+  EXPECT_EQ(l.analysis.waves[0].span.overlapped, -1);
+  const std::vector<std::string> notes = waves_left_out(l);
+  ASSERT_EQ(notes.size(), 4u);
+  EXPECT_EQ(notes[0],
+            file.path + ": left out wave 1: its payload: \"sequence_lengths\" add up to 7, not to the 96 tokens");
+  EXPECT_EQ(notes[1], file.path + ": left out wave 2: its payload: \"tokens\" is not a positive count");
+  EXPECT_NE(notes[2].find("left out wave 3: it and wave 4 were open at the same time"), std::string::npos) << notes[2];
+  EXPECT_EQ(waves_left_out(l, 1).back(), file.path + ": left out 3 more waves without a usable token count");
+  // The calibration learns from the two good waves only.
+  EXPECT_EQ(calibrate({l}).waves, 2u);
+}
+
 }  // namespace psc
