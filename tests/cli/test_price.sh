@@ -165,6 +165,14 @@ expect '[ $rc -eq 0 ] && grep -qF "peakscope check: warning: $cut_note; checked 
 run calibrate "$TMP/cut.pstrace" -o "$TMP/cut.json"
 expect 'grep -qF "peakscope calibrate: warning: $cut_note; calibrated from the 0 events before that" "$TMP/err"' \
   "calibrate of a cut trace does not say so ($(said))"
+# A cold wave with no warm twin: the first-execution allowance is not
+# measured, which calibrate says, and so does every price from it.
+run calibrate tests/golden/fixture.pstrace -o "$TMP/fixture.json"
+expect '[ $rc -eq 0 ] && grep -q "^peakscope calibrate: warning: no cold wave has a warm twin" "$TMP/err"' \
+  "calibrate did not say the first-execution allowance is unmeasured ($(said))"
+run price --calibration "$TMP/fixture.json" --tokens 1280 --cold
+expect '[ $rc -eq 0 ] && grep -q "^warning: calibration: no cold wave has a warm twin" "$TMP/out"' \
+  "a cold price did not say its allowance is unmeasured ($(said))"
 # --tokens with --max-sequence-length: the wave packed as --budget's search packs it.
 run price --calibration "$CAL" --tokens 1280 --max-sequence-length 512
 packed_line=$(head -n 1 "$TMP/out")
