@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -91,8 +92,17 @@ RunReport make_run_report(const std::vector<Analysis>& analyses, const Run* grou
   }
   std::set<std::string> hosts;
   std::set<int32_t> ranks, world_sizes, repeated;
+  // One process's trace twice (a copy): the same host, pid and start.
+  std::map<std::tuple<std::string, uint32_t, uint64_t>, std::string> processes;
   for (const Analysis* a : run.members) {
     hosts.insert(host_of(*a));
+    const auto [first, fresh] =
+        processes.try_emplace({host_of(*a), a->trace.header.pid, a->trace.header.realtime_ns}, a->trace.path);
+    if (!fresh)
+      run.notes.push_back(
+          fmt::format("{} and {} are one process's trace (pid {}, started together): a copy? Its "
+                      "figures are counted twice",
+                      first->second, a->trace.path, a->trace.header.pid));
     if (is_rank_trace(*a) && !ranks.insert(a->trace.header.rank).second) repeated.insert(a->trace.header.rank);
     if (a->trace.header.world_size > 0) world_sizes.insert(a->trace.header.world_size);
     if (is_task_launcher(a->trace.header))

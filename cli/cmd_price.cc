@@ -428,14 +428,20 @@ int cmd_replay(int argc, char** argv) {
     args.fail(fmt::format("missing REPORT.json (usage: peakscope {})", command_spec("replay").forms[0]));
 
   bool all_ok = true;
+  // A report that cannot be read or is not one is said, and the others are
+  // still re-priced: exit 2 at the end.
+  std::vector<std::string> unreadable;
   Json rows = Json::array();
   for (const std::string& path : paths) {
-    const Json report = read_json_file(path);
     pricing::Replay replay;
     try {
-      replay = pricing::replay_saved_price(report, allow_drift);
-    } catch (const pricing::PlanError& e) {
-      throw UsageError(fmt::format("{}: {}", path, e.what()));
+      replay = pricing::replay_saved_price(read_json_file(path), allow_drift);
+    } catch (const std::exception& e) {  // JsonFileError, PlanError
+      const std::string why = dynamic_cast<const pricing::PlanError*>(&e) ? path + ": " + e.what() : e.what();
+      unreadable.push_back(why);
+      rows.push_back({{"report", path}, {"ok", false}, {"error", why}});
+      fmt::print(stderr, "peakscope replay: {}\n", why);
+      continue;
     }
     all_ok = all_ok && replay.ok();
 
@@ -470,7 +476,8 @@ int cmd_replay(int argc, char** argv) {
                                      : "");
     }
   }
-  if (json_output) fmt::print("{}\n", Json{{"reports", rows}, {"ok", all_ok}}.dump(2));
+  if (json_output) fmt::print("{}\n", Json{{"reports", rows}, {"ok", all_ok && unreadable.empty()}}.dump(2));
+  if (!unreadable.empty()) return kExitBadInput;
   return all_ok ? kExitOk : kExitCheckFailed;
 }
 

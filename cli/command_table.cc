@@ -199,7 +199,8 @@ CommandSpec check_command() {
 CommandSpec replay_command() {
   return {"replay",
           {"replay REPORT.json... [--allow-source-drift] [--json]"},
-          "re-prices saved reports (price --report); exit 1 on any mismatch",
+          "re-prices saved reports (price --report); exit 1 on any mismatch, 2 when a report cannot be read (the "
+          "others are still re-priced)",
           {
               {{"--allow-source-drift"}, "", "re-price a report that other pricing sources wrote"},
               {{"--json"}, "", "print JSON"},

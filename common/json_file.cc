@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -69,8 +71,26 @@ nlohmann::ordered_json read_json_file(const std::string& path) {
   if (!read_input_file(path, kMaxJsonFileBytes, "JSON file", &text, &error)) fail(path, error);
   if (json_nested_deeper_than(text, kMaxJsonDepth))
     fail(path, fmt::format("not valid JSON: nested deeper than {} levels", kMaxJsonDepth));
+  // A key given twice in one object would keep only its last value, silently
+  // (a plan's safety factor, a report's figure): refused, naming the key.
+  std::vector<std::vector<std::string>> keys;  // per open object, its keys so far
+  std::string twice;
+  const auto check = [&](int, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json& parsed) {
+    using Event = nlohmann::ordered_json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() && twice.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (std::find(keys.back().begin(), keys.back().end(), key) != keys.back().end()) twice = key;
+      keys.back().push_back(key);
+    }
+    return true;
+  };
   try {
-    return nlohmann::ordered_json::parse(text);
+    nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, check);
+    if (!twice.empty())
+      fail(path, fmt::format("the key \"{}\" is given twice in one object (which one was meant?)", twice));
+    return json;
   } catch (const nlohmann::json::exception& e) {
     // parse_error, and out_of_range for a number too large for a double (1e400).
     fail(path, fmt::format("not valid JSON: {}", e.what()));

@@ -213,6 +213,8 @@ class PlanReader {
     if (auto order = value.find("backward_order"); order != value.end())
       forward.backward_order = backward_order(*order, member(path, "backward_order"), forward.groups.size());
     forward.runs_free_boundaries = optional_boolean(value, path, "runs_free_boundaries", false);
+    if (forward.runs_free_boundaries && forward.backward_order.empty())
+      fail(member(path, "runs_free_boundaries"), "says what a known backward order frees: give backward_order with it");
     return forward;
   }
 
@@ -250,6 +252,9 @@ class PlanReader {
     if (groups_it != root.end() && !(groups_it->is_array() && groups_it->empty())) {
       fail("groups", "a split wave carries its groups in its children");
     }
+    // Each child orders its own groups; at the top they would be ignored.
+    for (std::string_view key : {"backward_order", "runs_free_boundaries"})
+      if (root.contains(key)) fail(std::string(key), "a split wave's children order their own groups: give it there");
     std::vector<Forward> out;
     for (size_t c = 0; c < list.size(); ++c) {
       const std::string path = item("children", c);

@@ -88,6 +88,12 @@ run replay "$TMP/overlap.report.json"
 expect '[ $rc -eq 0 ]' "replay overlap.report.json: $(said)"
 run price "$DIR/admission.json" --budget 536870912 --report "$TMP/admission.report.json"
 expect '[ $rc -eq 0 ]' "price admission.json --budget --report: $(said)"
+# A report that cannot be read is said, and the others are still re-priced: exit 2 at the end.
+: >"$TMP/empty.report.json"
+run replay "$TMP/empty.report.json" "$TMP/design.report.json"
+expect '[ $rc -eq 2 ] && grep -q "^$TMP/design.report.json: ok" "$TMP/out" &&
+        grep -q "^peakscope replay: $TMP/empty.report.json: not valid JSON" "$TMP/err"' \
+  "replay stopped at an unreadable report ($(said))"
 run replay "$TMP/design.report.json" "$TMP/split.report.json" "$TMP/admission.report.json"
 expect '[ $rc -eq 0 ] && [ "$(grep -c ": ok$" "$TMP/out")" -eq 3 ]' \
   "replay did not say ok three times ($(said)): $(cat "$TMP/out")"

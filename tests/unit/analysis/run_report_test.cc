@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,38 @@ TEST(RunReport, SaysWhichRankIsMissingAndWhichTraceWasNotClosed) {
   const std::string notes = run_to_json(run)["run"]["notes"].dump();
   EXPECT_NE(notes.find("WORLD_SIZE is 3 but no trace of rank 1"), std::string::npos) << notes;
   EXPECT_NE(notes.find("(rank 2) did not end cleanly"), std::string::npos) << notes;
+}
+
+// A trace copied beside itself is one process twice: its figures would count
+// twice, said so (it carries no rank, so no rank repeats).
+TEST(RunReport, SaysWhenOneProcesssTraceIsThereTwice) {
+  test::TempDir dir;
+  TraceWriterOptions o;
+  o.pid = 77;
+  const std::string path = dir.file("solo.pstrace");
+  {
+    SyntheticTrace t(path, o);
+    t.alloc(0, 0x10, 8);
+    t.close();
+  }
+  const std::string copy = dir.file("copy.pstrace");
+  std::filesystem::copy_file(path, copy);
+  std::vector<Analysis> analyses;
+  analyses.push_back(analyze_trace(path));
+  analyses.push_back(analyze_trace(copy));
+  const std::string notes = run_to_json(make_run_report(analyses))["run"]["notes"].dump();
+  EXPECT_NE(notes.find("are one process's trace (pid 77, started together): a copy?"), std::string::npos) << notes;
+  // Another process of the same host: no such note.
+  o.pid = 78;
+  const std::string other = dir.file("other.pstrace");
+  {
+    SyntheticTrace t(other, o);
+    t.alloc(0, 0x10, 8);
+    t.close();
+  }
+  analyses.pop_back();
+  analyses.push_back(analyze_trace(other));
+  EXPECT_EQ(run_to_json(make_run_report(analyses))["run"]["notes"].dump().find("a copy?"), std::string::npos);
 }
 
 }  // namespace

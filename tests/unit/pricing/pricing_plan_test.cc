@@ -159,6 +159,17 @@ TEST(PricingPlan, RefusesMalformedStructure) {
       {"split with top-level output",
        R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "output_bytes": 3, "children": [{}]})",
        "output_bytes", "from its children"},
+      {"split with a top-level backward order (it would be ignored)",
+       R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "backward_order": [5, 7, 7],
+           "children": [{}]})",
+       "backward_order", "order their own groups"},
+      {"split with top-level runs_free_boundaries",
+       R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "runs_free_boundaries": true,
+           "children": [{}]})",
+       "runs_free_boundaries", "order their own groups"},
+      {"runs_free_boundaries without an order",
+       R"({"safety_factor": 1, "transient_bytes": 0, "profiled": false, "runs_free_boundaries": true})",
+       "runs_free_boundaries", "give backward_order with it"},
   };
   for (const BadInput& c : cases) {
     SCOPED_TRACE(c.what);

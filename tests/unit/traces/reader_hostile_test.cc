@@ -248,6 +248,13 @@ TEST_F(Hostile, DeeplyNestedJsonFilesAreOneLineErrors) {
   // Found by fuzz_plan: a number too large for a double was out_of_range, not parse_error.
   test::write_file(plan, R"({"layers": [44e21281]})");
   expect_one_line_error<JsonFileError>([&] { read_json_file(plan); }, plan, "not valid JSON: ");
+  // A key given twice would keep its last value silently (a plan's safety factor).
+  test::write_file(plan, R"({"a": {"safety_factor": 1.1, "safety_factor": 2}})");
+  expect_one_line_error<JsonFileError>([&] { read_json_file(plan); }, plan,
+                                       "the key \"safety_factor\" is given twice in one object");
+  // The same key in two objects, and in an object and its parent, is fine.
+  test::write_file(plan, R"({"k": 1, "a": {"k": 2}, "b": [{"k": 3}, {"k": 4}]})");
+  EXPECT_EQ(read_json_file(plan)["b"][1]["k"], 4);
 }
 
 // ---- 4. string ids far beyond the bytes read ------------------------------------------
