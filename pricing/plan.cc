@@ -288,7 +288,8 @@ class PlanReader {
  private:
   void count(__int128 amount, const std::string& field) {
     total_ += amount;
-    if (total_ > kMaxTotalBytes) fail(field, "the sizes in this plan add up to more than 2^56 bytes");
+    if (total_ > kMaxTotalBytes)
+      fail(field, "the sizes in this plan add up to more than 2^56 bytes by here (their total, not this field alone)");
   }
 
   void check_layer_count(size_t size, const std::string& field) {
