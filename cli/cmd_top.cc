@@ -28,6 +28,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -372,6 +373,14 @@ void print_end(const Session& s, bool screen, std::vector<std::string> last_scre
   if (s.child > 0 && s.child_status < 0)
     std::printf("%s\n", fmt::format("the command goes on (peakscope record, pid {})", s.child).c_str());
   std::fflush(stdout);
+  // A command that never ran (record exits 126 or 127 then): why, from the log.
+  if (s.child > 0 && s.child_status >= 0 && WIFEXITED(s.child_status) &&
+      (WEXITSTATUS(s.child_status) == 126 || WEXITSTATUS(s.child_status) == 127)) {
+    std::ifstream log(s.o.output + ".log");
+    for (std::string line; std::getline(log, line);)
+      if (line.rfind("peakscope record: cannot run", 0) == 0)
+        std::fprintf(stderr, "peakscope top: %s\n", line.substr(std::strlen("peakscope record: ")).c_str());
+  }
 }
 
 }  // namespace

@@ -194,4 +194,11 @@ head -c 300 /dev/urandom >"$TMP/noise.pstrace"
 status=$?
 expect '[ $status -eq 2 ] && grep -q "not a peakscope trace" "$TMP/bad.txt"' "a file that is not a trace: $(cat "$TMP/bad.txt")"
 
+# A command that cannot run: top says why (from record's log) and exits as
+# record did (127: not found).
+timeout 60 "$PEAKSCOPE" top --lines -o "$TMP/never.pstrace" -- "$TMP/no_such_program" </dev/null >"$TMP/never.out" 2>"$TMP/never.err"
+status=$?
+expect '[ $status -eq 127 ] && grep -q "^peakscope top: cannot run .*no_such_program.*: No such file or directory" "$TMP/never.err"' \
+  "top of a command that cannot run exited $status without saying why: $(tail -n 2 "$TMP/never.err")"
+
 finish
