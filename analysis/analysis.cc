@@ -7,6 +7,7 @@
 #include "analysis/peak_pass.h"
 #include "analysis/step_growth.h"
 #include "common/progress.h"
+#include "traces/follower.h"
 
 namespace psc {
 namespace {
@@ -186,6 +187,9 @@ Analysis analyze_trace(const std::string& path, const AnalysisOptions& options) 
   PeakPass& scan = *read.scan;
   const MemoryLevel level = scan.chosen_level();
   scan.fill_summary(&analysis.trace, &analysis.memory, level);
+  // Asked of the OS once per analysis (a live view's snapshots do not).
+  analysis.trace.being_written =
+      !analysis.trace.clean_end && writer_state(analysis.trace.header) == WriterState::kRunning;
   const LevelScan& measured = scan.level(level);
   add_peaks(scan, measured, parser, &analysis);
 

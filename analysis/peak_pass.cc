@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "traces/follower.h"
-
 namespace psc {
 namespace {
 
@@ -90,7 +88,6 @@ void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
   trace->dropped = meta_.dropped_total();
   trace->late_events = meta_.late_events;
   trace->clean_end = meta_.clean_end;
-  trace->being_written = !meta_.clean_end && writer_state(meta_.header) == WriterState::kRunning;
   trace->first_time_ns = ordinal_ ? first_time_ns_ : 0;
   trace->last_time_ns = last_time_ns_;
   if (ordinal_) {

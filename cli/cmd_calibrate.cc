@@ -215,30 +215,15 @@ void print_notes(const Calibration& calibration) {
 // accepted) go into it. Throws CalibrationError when the waves cannot make one.
 Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions& o, bool quiet) {
   std::vector<std::string> warnings;
-  for (Liveness& t : traces) {
-    if (const std::string note = incomplete_read_note(t.path, t.analysis.trace.status, "calibrated from");
-        !note.empty()) {
-      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
-      warnings.push_back(note);
-    }
-    for (const std::string& note : waves_left_out(t)) {
-      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
-      warnings.push_back(note);
-    }
-    if (const size_t n = drop_unfinished_waves(&t); n > 0) {
-      const std::string note = fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
-                                           t.path, n, n == 1 ? "" : "s");
-      if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
-      warnings.push_back(note);
-    }
-  }
+  const auto warn = [&](const std::string& note) {
+    if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
+    warnings.push_back(note);
+  };
+  for (Liveness& t : traces)
+    for (const std::string& note : set_aside_partial_waves(&t, "calibrated from")) warn(note);
   refuse_host_floors(traces, o);
-  for (const Liveness& t : traces) {
-    const std::string problem = host_floor_problem(t);
-    if (problem.empty()) continue;
-    if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", problem.c_str());
-    warnings.push_back(problem);
-  }
+  for (const Liveness& t : traces)
+    if (const std::string problem = host_floor_problem(t); !problem.empty()) warn(problem);
   // A CalibrationError reaches main, which prints it like any bad input.
   Calibration calibration = calibrate(traces, o.safety);
   // Cold waves without a warm twin: what their first executions allocate
@@ -246,14 +231,11 @@ Calibration calibrate_from(std::vector<Liveness>& traces, const CalibrateOptions
   const bool cold = std::any_of(traces.begin(), traces.end(), [](const Liveness& t) {
     return std::any_of(t.waves.begin(), t.waves.end(), [](const WaveLiveness& w) { return w.cold && w.tokens > 0; });
   });
-  if (cold && calibration.first_execution_pairs == 0) {
-    const std::string note =
+  if (cold && calibration.first_execution_pairs == 0)
+    warn(
         "no cold wave has a warm twin (the same wave run again, warm): the first-execution allowance is not "
         "measured, and cold waves are priced without it (a one-step recording of all-cold waves priced its own "
-        "waves 1.3% under); record two steps or more of the same waves";
-    if (!quiet) std::fprintf(stderr, "peakscope calibrate: warning: %s\n", note.c_str());
-    warnings.push_back(note);
-  }
+        "waves 1.3% under); record two steps or more of the same waves");
   calibration.warnings = warnings;
   if (!quiet) print_notes(calibration);
   if (!o.flat_safety) {

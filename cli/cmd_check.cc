@@ -196,14 +196,8 @@ int cmd_check(int argc, char** argv) {
       [&](size_t i) {
         Liveness liveness = analyze_liveness(o.traces[i]);
         Checked c;
-        if (std::string note = incomplete_read_note(o.traces[i], liveness.analysis.trace.status, "checked");
-            !note.empty())
-          c.notes.push_back(std::move(note));
-        for (std::string& note : waves_left_out(liveness)) c.notes.push_back(std::move(note));
         // A wave the trace stops inside has a partial peak: no measurement to check.
-        if (const size_t n = drop_unfinished_waves(&liveness); n > 0)
-          c.notes.push_back(fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)",
-                                        o.traces[i], n, n == 1 ? "" : "s"));
+        c.notes = set_aside_partial_waves(&liveness, "checked");
         c.waves = !liveness.waves.empty();
         c.host_floor = host_floor_problem(liveness);
         if (!c.host_floor.empty() && !o.allow_host_floor) return c;

@@ -481,6 +481,17 @@ std::vector<std::string> waves_left_out(const Liveness& t, size_t most) {
   return out;
 }
 
+std::vector<std::string> set_aside_partial_waves(Liveness* t, const char* verb) {
+  std::vector<std::string> notes;
+  if (std::string note = incomplete_read_note(t->path, t->analysis.trace.status, verb); !note.empty())
+    notes.push_back(std::move(note));
+  for (std::string& note : waves_left_out(*t)) notes.push_back(std::move(note));
+  if (const size_t n = drop_unfinished_waves(t); n > 0)
+    notes.push_back(fmt::format("{}: left out {} wave{} the trace stops inside (its figures are partial)", t->path, n,
+                                n == 1 ? "" : "s"));
+  return notes;
+}
+
 Analysis analyze_report(const std::string& path, const AnalysisOptions& options) {
   LivenessOptions what;
   what.categories_only = true;

@@ -248,6 +248,14 @@ std::string host_floor_problem(const Liveness& t);
 // overlapped another, no payload mark), at most `most` and then a count.
 std::vector<std::string> waves_left_out(const Liveness& t, size_t most = 5);
 
+// What calibrate and check tell of a trace before they read its waves, and
+// what they leave out: the trace not read whole (incomplete_read_note, with
+// `verb`: "calibrated from", "checked"), waves without a usable token count
+// (waves_left_out), and the waves it stops inside, which this drops
+// (drop_unfinished_waves). One line each; none for a trace read whole whose
+// every wave counts.
+std::vector<std::string> set_aside_partial_waves(Liveness* t, const char* verb);
+
 // Shape of a wave for cold/warm pairing: tokens, packing, groups and slots.
 bool same_shape(const WaveLiveness& a, const WaveLiveness& b);
 
