@@ -32,6 +32,12 @@ const char* phase_name(Phase phase);
 
 constexpr int32_t kNoLayer = -1;
 
+// The mark a head module's backward leaves as it begins (the Python helper
+// names a head's range "head/<name>" in its forward and its backward alike):
+// where what a group's forward left stops growing and its backward starts,
+// which the liveness reads what a group holds while it waits by.
+inline constexpr std::string_view kHeadBackwardMark = "backward/head";
+
 struct RangeName {
   Phase phase = Phase::kOutside;
   int32_t layer = kNoLayer;  // decoder layer for "<phase>/layer.<i>", else kNoLayer

@@ -137,7 +137,7 @@ struct Calibration {
   // What a group holds beside its boundaries while another group's backward
   // runs, measured on the runs of waves of several groups that waited
   // (WaveLiveness::waiting_bytes). Absent without such runs: head_saved
-  // stands for it (the most the head held before the backward, a bound).
+  // stands for it (what the forward left, a bound: WaveLiveness::head_saved_bytes).
   std::optional<GrowthTerm> waiting;
   // Per group: the most its forward held beside its boundaries
   // (WaveLiveness::moment_forward_bytes), where a wave measured it. What a

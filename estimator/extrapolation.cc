@@ -85,9 +85,9 @@ std::vector<std::string> Extrapolation::warnings(const Calibration& c) const {
         shorter_tokens, shorter_squares, shorter_floor));
   if (waiting_assumed)
     out.push_back(
-        "groups: the calibration saw no group wait for another's backward; each waiting group is charged the most "
-        "its head held before the backward (head_saved), a bound: calibrate with waves of several groups to measure "
-        "it");
+        "groups: the calibration saw no group wait for another's backward; each waiting group is charged what its "
+        "forward left (head_saved: the most its head held before the backward, or what was live where the head's "
+        "backward began, where the trace marks it), a bound: calibrate with waves of several groups to measure it");
   if (!few_sizes.empty())
     out.push_back(
         fmt::format("calibrated from fewer than 3 sizes, growth not told apart: {} priced with the "

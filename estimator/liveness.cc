@@ -53,19 +53,26 @@ class LivenessPass : public LifetimeObserver {
 
   void on_memory_event(const MemoryEventView& m) override {
     const size_t wave = static_cast<size_t>(m.site.wave);
-    if (m.site.wave >= 0 && wave < backward_start_.size() && backward_start_[wave] == UINT64_MAX &&
-        is_layer_backward(m.range))
-      backward_start_[wave] = m.site.ordinal;
+    if (m.site.wave < 0 || wave >= backward_start_.size()) return;
+    if (backward_start_[wave] == UINT64_MAX && is_layer_backward(m.range)) backward_start_[wave] = m.site.ordinal;
+    // The last event of the forward's head or layers so far: before a head's
+    // backward mark, the forward's last (HeadRanges::forward_ends).
+    if (m.range.phase == Phase::kHead || m.range.phase == Phase::kForward)
+      head_ranges[wave].forward_end = m.site.ordinal;
   }
 
   // The ranges that tell a wave's last forward's head from its first
   // backward's (head_ranges), for a wave of several groups.
   void on_event(const Event& e, uint64_t ordinal, const ScopeTracker& scope, const TraceMeta& meta) override {
-    if (e.kind != EventKind::kRangePush || scope.current_wave() < 0) return;
+    if ((e.kind != EventKind::kRangePush && e.kind != EventKind::kMark) || scope.current_wave() < 0) return;
     const size_t wave = static_cast<size_t>(scope.current_wave());
     if (wave >= head_ranges.size()) return;
-    const RangeName name = names_.lookup(e.name, meta);
     HeadRanges& h = head_ranges[wave];
+    if (e.kind == EventKind::kMark) {
+      if (meta.string(e.name) == kHeadBackwardMark) h.backward_marks.push_back({ordinal, h.forward_end});
+      return;
+    }
+    const RangeName name = names_.lookup(e.name, meta);
     if (name.phase == Phase::kHead) h.opened.push_back({ordinal, e.name.value});
     if (name.phase == Phase::kForward && name.has_layer()) {
       h.forward_layer_seen = true;
@@ -297,6 +304,16 @@ std::vector<CategoryChange> changes_of(const std::vector<Made>& made, const std:
   return out;
 }
 
+// Every allocation made in the wave by term, and those live at its peak.
+void add_made(const std::vector<Made*>& made, WaveLiveness* w) {
+  for (const Made* m : made) {
+    const size_t t = static_cast<size_t>(m->category);
+    w->made_bytes[t] += m->bytes;
+    ++w->made_allocations[t];
+    if (m->alloc_seq <= w->peak_seq && w->peak_seq < m->end_seq) w->at_peak_bytes[t] += m->bytes;
+  }
+}
+
 }  // namespace
 
 std::string host_floor_problem(const Liveness& t) {
@@ -371,19 +388,16 @@ Liveness analyze_liveness(const std::string& path, const AnalysisOptions& option
 
   for (size_t i = 0; i < out.waves.size(); ++i) {
     WaveLiveness& w = out.waves[i];
-    for (const Made* m : by_wave[i]) {
-      const size_t t = static_cast<size_t>(m->category);
-      w.made_bytes[t] += m->bytes;
-      ++w.made_allocations[t];
-      if (m->alloc_seq <= w.peak_seq && w.peak_seq < m->end_seq) w.at_peak_bytes[t] += m->bytes;
-    }
+    add_made(by_wave[i], &w);
     add_layer_terms(by_wave[i], layers, &w);
     if (i < pass.gradient_live_at_start.size()) {
       const auto& row = pass.gradient_live_at_start[i];
       for (size_t l = 0; l < row.size() && l < layers; ++l) w.gradient_live_at_start_bytes[l] = row[l];
     }
-    sweep_maxima(by_wave[i], pass.backward_start()[i], &w);
-    split_into_runs(by_wave[i], pass.backward_start()[i], pass.head_ranges[i], layers, &w);
+    const uint64_t backward_start = pass.backward_start()[i];
+    sweep_maxima(by_wave[i], backward_start, backward_start, head_backward_mark(pass.head_ranges[i], 0, backward_start),
+                 &w);
+    split_into_runs(by_wave[i], backward_start, pass.head_ranges[i], layers, &w);
   }
   return out;
 }

@@ -83,8 +83,13 @@ struct WaveLiveness {
   uint64_t workspace_bytes = 0;                        // max live
   uint64_t input_gradient_bytes = 0;                   // max live
   uint64_t output_bytes = 0;                           // max live during the backward
-  // Max live output-term bytes before the backward begins: what the head
-  // holds after its forward. A group whose backward has not run yet holds it.
+  // What the head holds after its forward, a bound: the most output-term
+  // bytes live before the backward begins (the first layer's backward, or a
+  // later run's start) and, where the trace marks where the head's backward
+  // began (kHeadBackwardMark, which the Python helper leaves), no more than
+  // those live there plus those freed since the forward's last event (an
+  // unannotated loss's backward may run first). A group whose backward has
+  // not run yet holds what its forward left.
   uint64_t head_saved_bytes = 0;
   uint64_t forward_scratch_bytes = 0;  // max live (not priced)
   // Max live adapter-gradient bytes made in the wave. The sum of

@@ -70,7 +70,7 @@ struct WaveRequest {
 struct Extrapolation {
   std::vector<std::string> outside;    // term names, sorted, unique
   std::vector<std::string> few_sizes;  // likewise
-  // Groups priced waiting with the head state before the backward (the
+  // Groups priced waiting with what their forward left (head_saved; the
   // calibration measured no group waiting for another): a bound, said so.
   bool waiting_assumed = false;
   // Which features of the sizes read lie outside the calibrated ones

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -46,11 +47,10 @@ void reclassify_buffered_gradients(const std::vector<Made*>& made);
 // ---- estimator/wave_terms.cc: a wave's terms and moments ----
 // Each layer's boundaries and the adapter gradients made, of `made`.
 void add_layer_terms(const std::vector<Made*>& made, size_t layers, WaveLiveness* w);
-// Max live bytes of each term over a wave, and its moments.
-void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveLiveness* w);
 // The ranges a wave opened that tell its last forward's head from its first
-// backward's: where its last forward layer opened, and each head range
-// opened (where, and its name's string id), in order.
+// backward's: where its last forward layer opened, each head range opened
+// (where, and its name's string id), in order, and where a head's backward
+// left its mark (kHeadBackwardMark).
 struct HeadRanges {
   bool forward_layer_seen = false;
   uint64_t last_forward_layer = 0;
@@ -59,7 +59,28 @@ struct HeadRanges {
     uint32_t name = 0;
   };
   std::vector<Opened> opened;
+  // Each mark, and the last memory event of a head or forward range before
+  // it: the forward had ended by the mark, and not before that event.
+  struct Mark {
+    uint64_t ordinal = 0;
+    uint64_t forward_end = 0;
+  };
+  std::vector<Mark> backward_marks;
+  uint64_t forward_end = 0;  // while reading: the last such event so far
 };
+// Where the head's backward begins after `after`: the first mark a head's
+// backward left after the wave's last forward layer opened and `after`, and
+// before `backward_start`; none without one (a trace annotated without the
+// mark, or a head that runs no backward of its own).
+std::optional<HeadRanges::Mark> head_backward_mark(const HeadRanges& head, uint64_t after, uint64_t backward_start);
+// Max live bytes of each term over a wave, and its moments. head_saved_bytes
+// is the most the head held before `head_until` (at most `backward_start`:
+// where the head's backward begins, as far as it is known) and, where a
+// mark says where the head's backward began (`mark`), no more than what the
+// forward left: what was live at the mark and what was freed between the
+// forward's last event and the mark.
+void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, uint64_t head_until,
+                  const std::optional<HeadRanges::Mark>& mark, WaveLiveness* w);
 // WaveLiveness::runs of a wave of several groups.
 void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, const HeadRanges& head, size_t layers,
                      WaveLiveness* w);

@@ -132,7 +132,8 @@ class MomentTracker {
 // and its moments. `output` counts only from `backward_start` on (the pricing
 // model is about the backward; the head's forward temporaries are gone by
 // then), except in the head's moment.
-void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveLiveness* w) {
+void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, uint64_t head_until,
+                  const std::optional<HeadRanges::Mark>& mark, WaveLiveness* w) {
   std::vector<Step> steps;
   steps.reserve(made.size() * 2);
   for (const Made* m : made) {
@@ -152,19 +153,36 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, WaveL
   std::array<uint64_t, kCategoryCount> max{};
   auto at = [&](Category t) { return live[static_cast<size_t>(t)]; };
   MomentTracker moments(backward_start, w);
+  // Output bytes live at the mark, and those freed before it once something
+  // was made after the forward's last ranged event: every output allocation
+  // live when the backward began is one or the other. The backward began
+  // after the forward's last event, and made something before it freed
+  // anything (a loss outside every range: its gradient, then its saved
+  // tensors); what is freed before anything is made there, the forward's
+  // caller dropped as its forward returned.
+  int64_t left_at_mark = 0, left_at_mark_freed = 0;
+  bool backward_began = false;
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.category);
     live[t] += s.delta;
     const int64_t rest =
         at(Category::kWorkspace) + at(Category::kInputGradient) + at(Category::kOutput) + at(Category::kForwardScratch);
     moments.on_step(s, rest, at(Category::kWorkspace));
-    if (s.category == Category::kOutput && s.ordinal < backward_start && s.delta > 0)
+    if (s.category == Category::kOutput && s.ordinal < std::min(head_until, backward_start) && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
+    if (mark && s.ordinal > mark->forward_end && s.ordinal < mark->ordinal && s.delta > 0) backward_began = true;
+    if (mark && s.category == Category::kOutput && s.ordinal < mark->ordinal) {
+      left_at_mark = live[t];
+      if (s.delta < 0 && backward_began) left_at_mark_freed -= s.delta;
+    }
     if (s.delta < 0) continue;
     if (s.category == Category::kOutput && s.ordinal < backward_start) continue;
     max[t] = std::max(max[t], static_cast<uint64_t>(live[t]));
   }
   moments.finish();
+  if (mark)
+    w->head_saved_bytes =
+        std::min(w->head_saved_bytes, static_cast<uint64_t>(std::max<int64_t>(0, left_at_mark + left_at_mark_freed)));
   w->workspace_bytes = max[static_cast<size_t>(Category::kWorkspace)];
   w->input_gradient_bytes = max[static_cast<size_t>(Category::kInputGradient)];
   w->output_bytes = max[static_cast<size_t>(Category::kOutput)];
@@ -320,7 +338,34 @@ uint64_t head_backward_start(const HeadRanges& head, uint64_t last_forward, uint
   return UINT64_MAX;
 }
 
+// Run of group `g` of wave `w`, before its terms: the wave's index, the
+// group's tokens, sequences and slot.
+WaveLiveness run_of(const WaveLiveness& w, size_t g, WaveSize size, size_t layers) {
+  WaveLiveness r;
+  r.index = w.index;
+  r.cold = w.cold;
+  r.group = static_cast<int32_t>(g);
+  if (g < w.group_list.size()) {
+    r.tokens = w.group_list[g].tokens;
+    r.sequence_lengths = w.group_list[g].sequence_lengths;
+  } else {
+    r.tokens = size.tokens;  // equal parts of a wave of one sequence
+  }
+  if (g < w.slots.size()) r.slots = {w.slots[g]};
+  r.boundary_bytes.assign(layers, 0);
+  r.pending_gradient_bytes.assign(layers, 0);
+  r.gradient_live_at_start_bytes.assign(layers, 0);
+  return r;
+}
+
 }  // namespace
+
+std::optional<HeadRanges::Mark> head_backward_mark(const HeadRanges& head, uint64_t after, uint64_t backward_start) {
+  if (!head.forward_layer_seen) return std::nullopt;
+  for (const HeadRanges::Mark& m : head.backward_marks)
+    if (m.ordinal > head.last_forward_layer && m.ordinal > after && m.ordinal < backward_start) return m;
+  return std::nullopt;
+}
 
 // WaveLiveness::runs of a wave of several groups.
 void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, const HeadRanges& head, size_t layers,
@@ -372,24 +417,18 @@ void split_into_runs(const std::vector<Made*>& made, uint64_t backward_start, co
   }
   std::vector<WaveLiveness> runs(groups);
   const std::vector<WaveSize> sizes = w->group_sizes();
+  // What each run's head held until its backward began (head_saved_bytes):
+  // the first run's, until the mark its head's backward left after the last
+  // forward; a later one's, until its run's start (its head's backward,
+  // where the cut found one).
+  const auto marked = head_backward_mark(head, segments.empty() ? 0 : segments.back(), backward_start);
+  const uint64_t first_head_until = marked ? marked->ordinal : backward_start;
   for (size_t k = 0; k < groups; ++k) {
-    WaveLiveness& r = runs[k];
-    r.index = w->index;
-    r.cold = w->cold;
     const size_t g = group[k];
-    r.group = static_cast<int32_t>(g);
-    if (g < w->group_list.size()) {
-      r.tokens = w->group_list[g].tokens;
-      r.sequence_lengths = w->group_list[g].sequence_lengths;
-    } else {
-      r.tokens = sizes[g].tokens;  // equal parts of a wave of one sequence
-    }
-    if (g < w->slots.size()) r.slots = {w->slots[g]};
-    r.boundary_bytes.assign(layers, 0);
-    r.pending_gradient_bytes.assign(layers, 0);
-    r.gradient_live_at_start_bytes.assign(layers, 0);
+    WaveLiveness& r = runs[k] = run_of(*w, g, sizes[g], layers);
     add_layer_terms(own[k], layers, &r);
-    sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], &r);
+    sweep_maxima(own[k], k == 0 ? backward_start : cuts.first_work[k], k == 0 ? first_head_until : cuts.start[k],
+                 std::nullopt, &r);
     if (k > 0) r.waiting_bytes = most_rest_live(own[k], cuts.start[0], cuts.start[k]);
     // Its own forward: what its allocations held until the next group's
     // forward began, or for the group forwarded last, the first backward's

@@ -16,7 +16,8 @@ and recompute run on autograd's threads (on a GPU, one per device):
   after a frozen embedding) there is no such node; the range then closes after
   the AccumulateGrad of the last of the layer's trainable parameters that this
   backward will reach.
-- Head modules get head/<name> in every phase.
+- Head modules get head/<name> in every phase; as a head's backward begins
+  it leaves a mark, backward/head, which tells it from the head's forward.
 
 Both identity nodes return aliases of their inputs (no allocation) and save
 nothing, so checkpointing sees the same saved tensors in forward and recompute.
@@ -32,6 +33,8 @@ import torch
 from peakscope import ranges
 
 _LAYER_PHASES = ("forward", "recompute", "backward")
+# The mark a head's backward leaves as it begins (analysis/range_names.h).
+HEAD_BACKWARD_MARK = "backward/head"
 
 
 class _Site:
@@ -40,6 +43,7 @@ class _Site:
     def __init__(self, label, names, parameters):
         self.label = label
         self.names = names              # phase -> range name
+        self.head = names["backward"].startswith("head/")
         self._parameters = parameters   # callable returning the module's parameters
         self.shared = set()             # ids of parameters other sites also use
         self._accumulators = None       # (requires_grad fingerprint, [(key, node)])
@@ -157,6 +161,11 @@ def _arm_accumulator_end(call):
 
 def _begin_backward(call):
     ranges.close_top_if(_closable_sibling)
+    if call.site.head:
+        # A head's range has one name in its forward and its backward; the
+        # mark says where its backward begins (what a group's forward left
+        # is then complete: what it holds while another group's backward runs).
+        ranges.mark(HEAD_BACKWARD_MARK)
     call.entry = ranges.open_entry(call.site.names["backward"], "backward", owner=call)
     # A backstop for every way the end can be missed (an exception, a graph cut
     # short by autograd.grad): the graph task's end closes the range.

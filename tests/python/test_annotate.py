@@ -78,6 +78,20 @@ class SequenceTest(AnnotatedModelCase):
         self.assertEqual(pushes(self.recording.events), forward + backward)
         self.assertTrue(balanced(self.recording.events))
 
+    def test_each_head_backward_begins_with_the_mark_and_no_forward_has_it(self):
+        model = support.tiny_model(LAYERS)
+        self.annotated(model)
+        self.run_wave(model)
+        ops = [(op, name) for _, op, name, _ in self.recording.events if op in ("push", "mark")]
+        marks = [i for i, (op, name) in enumerate(ops) if op == "mark" and name == "backward/head"]
+        # One before each of the three head ranges the backward opens, each
+        # right before it; none while the forward runs its head twice over.
+        self.assertEqual(len(marks), 3)
+        self.assertEqual([ops[i + 1] for i in marks],
+                         [("push", "head/loss"), ("push", "head/lm_head"), ("push", "head/final_norm")])
+        last_forward_head = ops.index(("push", "head/loss"))
+        self.assertGreater(marks[0], last_forward_head)
+
     def test_recompute_nests_in_its_own_layers_backward_and_nothing_else_nests(self):
         model = support.tiny_model(LAYERS)
         self.annotated(model)

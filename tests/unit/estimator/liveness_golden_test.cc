@@ -741,6 +741,92 @@ TEST(LivenessGolden, EachGroupsForwardIsMeasuredWithoutItsHeadsBackward) {
   }
 }
 
+// A wave of one group whose head runs a backward of its own (the gradient
+// it sends down, 30t, and a scratch of 7t, in a range named as its forward's)
+// after a forward that left the logits L (3t) and G (10t). What the head
+// holds while its group waits is what its forward left: with the mark the
+// Python helper leaves as a head's backward begins, head_saved stops there;
+// without it, at the first layer's backward, the head's backward included.
+// Between the forward's last ranged event and the mark, `between`:
+//   kTeardown   the forward's caller drops a temporary T (5t) of the head's
+//               forward: not what the forward left;
+//   kLossFirst  a loss outside every range runs its backward first: makes
+//               the logits' gradient GL (3t), then frees L, which the
+//               forward had left.
+enum class Between { kNothing, kTeardown, kLossFirst };
+void one_group_with_head_backward(const std::string& path, uint64_t t, bool mark, Between between = Between::kNothing) {
+  SyntheticTrace s(path);
+  s.wave_begin(kMain, "{\"tokens\": " + std::to_string(t) + ", \"slots\": [\"a\"], \"groups\": 1}");
+  const uint64_t E = 0x100, X1 = 0x101, L = 0x102, G = 0x103, D = 0x104, C = 0x105, W0 = 0x106, IG0 = 0x107;
+  const uint64_t T = 0x108, GL = 0x109;
+  s.push(kMain, "head/embedding");
+  s.alloc(kMain, E, 10 * t);
+  s.pop(kMain);
+  s.push(kMain, "forward/layer.0");
+  s.alloc(kMain, X1, 10 * t);
+  s.pop(kMain);
+  s.push(kMain, "head/lm_head");
+  s.alloc(kMain, L, 3 * t);
+  if (between == Between::kTeardown) s.alloc(kMain, T, 5 * t);
+  s.alloc(kMain, G, 10 * t);
+  s.pop(kMain);
+  if (between == Between::kTeardown) s.free(kMain, T);
+  if (between == Between::kLossFirst) {
+    s.alloc(kMain, GL, 3 * t);
+    s.free(kMain, L);
+  }
+  if (mark) s.mark(kMain, kHeadBackwardMark);
+  s.push(kMain, "head/lm_head");
+  s.alloc(kMain, D, 30 * t);
+  s.alloc(kMain, C, 7 * t);
+  s.free(kMain, C);
+  if (between == Between::kLossFirst) s.free(kMain, GL);
+  if (between != Between::kLossFirst) s.free(kMain, L);
+  s.pop(kMain);
+  s.push(kMain, "recompute/layer.0");
+  s.alloc(kMain, W0, 4 * t);
+  s.pop(kMain);
+  s.push(kMain, "backward/layer.0");
+  s.alloc(kMain, IG0, 10 * t);
+  s.free(kMain, W0);
+  s.free(kMain, D);
+  s.free(kMain, G);
+  s.free(kMain, X1);
+  s.free(kMain, E);
+  s.free(kMain, IG0);
+  s.pop(kMain);
+  s.wave_end(kMain);
+  s.close();
+}
+
+uint64_t head_saved_of(const std::string& name, bool mark, Between between = Between::kNothing) {
+  TempTrace trace(name);
+  one_group_with_head_backward(trace.path, 10, mark, between);
+  const Liveness l = analyze_liveness(trace.path);
+  return l.waves.size() == 1 ? l.waves[0].head_saved_bytes : 0;
+}
+
+TEST(LivenessGolden, TheHeadsBackwardMarkEndsWhatItsForwardLeft) {
+  TempTrace marked("marked"), unmarked("unmarked");
+  one_group_with_head_backward(marked.path, 10, true);
+  one_group_with_head_backward(unmarked.path, 10, false);
+  const Liveness m = analyze_liveness(marked.path), u = analyze_liveness(unmarked.path);
+  ASSERT_EQ(m.waves.size(), 1u);
+  ASSERT_EQ(u.waves.size(), 1u);
+  // L and G: what the forward left (130), not the head's backward on top.
+  EXPECT_EQ(m.waves[0].head_saved_bytes, 130u);
+  EXPECT_GT(u.waves[0].head_saved_bytes, 130u);
+  // Only head_saved reads the mark: the head's moment holds its backward.
+  EXPECT_EQ(m.waves[0].moment_head_bytes, u.waves[0].moment_head_bytes);
+  EXPECT_EQ(m.waves[0].moment_before_gradient_bytes, u.waves[0].moment_before_gradient_bytes);
+  // A temporary the caller dropped before the backward began is not kept.
+  EXPECT_EQ(head_saved_of("teardown", true, Between::kTeardown), 130u);
+  // Logits an unannotated loss's backward freed before the mark were still
+  // what the forward left: counted, though no longer live there (with what
+  // that backward made: 160).
+  EXPECT_EQ(head_saved_of("loss_first", true, Between::kLossFirst), 160u);
+}
+
 // Whether a group that ran freed its boundaries before the next began is
 // measured per wave; a calibration credits it in a known order only when
 // every wave of several groups did (pricing.h, Forward::runs_free_boundaries).
