@@ -4,8 +4,10 @@
 // check read (docs/viewers.md). Progress on stderr as every command's
 // (common/progress.h): only on a terminal, after a second. Exit 0 on success; 2 for bad usage or input
 // that is not what the format says (one line naming the file and, where it
-// applies, the byte offset).
+// applies, the byte offset). An existing TRACE (a recording, maybe) is
+// replaced only with --force, as record's is, and only when it is a file.
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -30,6 +32,7 @@ std::string format_list() {
 // False for -h: the usage and the formats are printed.
 [[nodiscard]] bool parse(int argc, char** argv, ImportOptions& o, const Importer** importer) {
   std::string format;
+  bool force = false;
   ArgParser args(command_spec("import"), format_list());
   args.option({"--from", "-f"}, &format);
   args.option({"-o", "--output"}, &o.output);
@@ -39,6 +42,7 @@ std::string format_list() {
       throw UsageError(fmt::format("{}: {} is not a process id", name, pid));
     o.pid = static_cast<uint32_t>(pid);
   });
+  args.flag({"--force"}, &force);
   args.positional(&o.input, "file");
   if (!args.parse(argc, argv)) return false;
   if (o.input.empty()) args.fail("no input file given");
@@ -47,6 +51,14 @@ std::string format_list() {
   if (!*importer) throw UsageError("unknown format '" + format + "'\n" + format_list());
   if (o.output.empty()) args.fail("no output given (-o TRACE)");
   if (o.output == o.input) throw UsageError("the output would overwrite the input '" + o.input + "'");
+  std::error_code error;
+  const auto status = std::filesystem::symlink_status(o.output, error);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_regular_file(status))
+      throw UsageError(printable_path(o.output) + " exists and is not a file; choose another -o");
+    if (!force)
+      throw UsageError(printable_path(o.output) + " already exists; --force replaces it, or choose another -o");
+  }
   return true;
 }
 

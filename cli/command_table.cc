@@ -100,12 +100,13 @@ CommandSpec export_command() {
 
 CommandSpec import_command() {
   return {"import",
-          {"import FILE --from FMT -o TRACE [--pid PID]"},
+          {"import FILE --from FMT -o TRACE [--pid PID] [--force]"},
           "converts another tool's file into a .pstrace that report, calibrate and check read",
           {
               {{"-f", "--from"}, "FMT", "the format of FILE (listed below)"},
               {{"-o", "--output"}, "TRACE", "the trace to write"},
               {{"--pid"}, "PID", "the process to import when FILE holds several"},
+              {{"--force"}, "", "replace TRACE when it exists (a file only)"},
           },
           "",
           cmd_import};

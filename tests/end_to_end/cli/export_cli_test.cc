@@ -114,6 +114,24 @@ TEST_F(ViewersCli, ImportedTracesAreReportable) {
   EXPECT_EQ(run("report " + back + " --json").exit_code, 0);
 }
 
+// A trace at -o may be a recording nobody can make again: import replaces it
+// only with --force (as record does), and never what is not a file.
+TEST_F(ViewersCli, ImportReplacesAnExistingTraceOnlyWithForce) {
+  const std::string kept = dir_.file("kept.pstrace");
+  std::filesystem::copy_file(trace_, kept);
+  const std::string pickle = test::golden_path("torch_snapshot.pickle");
+  CliResult r = run("import " + pickle + " --from torch-snapshot -o " + kept);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(kept + " already exists; --force replaces it"), std::string::npos) << r.err;
+  EXPECT_EQ(test::read_file(kept), test::read_file(trace_)) << "left as it was";
+  r = run("import " + pickle + " --from torch-snapshot -o " + kept + " --force");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(test::read_file(kept), test::read_file(trace_)) << "replaced";
+  r = run("import " + pickle + " --from torch-snapshot -o " + dir_.file("") + " --force");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("exists and is not a file"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace psc
 
