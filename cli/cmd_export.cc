@@ -193,9 +193,14 @@ int cmd_export(int argc, char** argv) {
     exporter->write(options);
   }
   progress_done();
+  // A file's size; of a device or a pipe (/dev/null, /dev/stdout) there is
+  // none to give.
   struct stat st {};
-  const long long size = ::stat(options.output.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
-  fmt::print("peakscope export: wrote {} ({}, {} bytes)\n", printable_path(options.output), exporter->name(), size);
+  if (::stat(options.output.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    fmt::print("peakscope export: wrote {} ({}, {} bytes)\n", printable_path(options.output), exporter->name(),
+               static_cast<long long>(st.st_size));
+  else
+    fmt::print("peakscope export: wrote {} ({})\n", printable_path(options.output), exporter->name());
   return kExitOk;
 }
 

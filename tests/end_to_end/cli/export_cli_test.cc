@@ -114,6 +114,18 @@ TEST_F(ViewersCli, ImportedTracesAreReportable) {
   EXPECT_EQ(run("report " + back + " --json").exit_code, 0);
 }
 
+// A file's size is said; a device has none to say (it used to say 0 bytes).
+TEST_F(ViewersCli, TheSizeWrittenIsAFilesOnly) {
+  CliResult r = run("export " + trace_ + " --format chrome -o " + dir_.file("x.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" (chrome, " + std::to_string(std::filesystem::file_size(dir_.file("x.json"))) + " bytes)"),
+            std::string::npos)
+      << r.out;
+  r = run("export " + trace_ + " --format chrome -o /dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote /dev/null (chrome)\n"), std::string::npos) << r.out;
+}
+
 // A trace at -o may be a recording nobody can make again: import replaces it
 // only with --force (as record does), and never what is not a file.
 TEST_F(ViewersCli, ImportReplacesAnExistingTraceOnlyWithForce) {
