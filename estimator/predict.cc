@@ -217,7 +217,8 @@ pricing::Forward calibrated_forward(const Calibration& c, const std::vector<Wave
     if (!read_at || !(*read_at == size)) {
       base = boundaries_at(r, size);
       if (by_moments) values = moment_values(r, size);
-      waiting = waiting_at(r, size);
+      // Read (and noted as read) only where another group waits.
+      if (sizes.size() > 1) waiting = waiting_at(r, size);
       read_at = &size;
     }
     pricing::Group group = base;

@@ -215,6 +215,17 @@ TEST(Predict, OutsideTheCalibratedSizesSaysSo) {
   EXPECT_FALSE(p.extrapolation.outside.empty());
   ASSERT_EQ(p.extrapolation.warnings(c).size(), 1u);
   EXPECT_NE(p.extrapolation.warnings(c)[0].find("outside the calibrated sizes"), std::string::npos);
+  // What a waiting group holds is no term of a wave of one group: not read,
+  // not named (it was, beside the terms the price read).
+  const auto& outside = p.extrapolation.outside;
+  EXPECT_EQ(std::find(outside.begin(), outside.end(), "head_saved"), outside.end());
+  EXPECT_EQ(std::find(outside.begin(), outside.end(), "waiting"), outside.end());
+  Calibration slots_ab = c;
+  slots_ab.adapter_gradient_bytes["b"] = c.adapter_gradient_bytes.at("a");
+  r.slots = {"a", "b"};
+  const Prediction two_groups = predict(slots_ab, r);
+  const auto& two = two_groups.extrapolation.outside;
+  EXPECT_NE(std::find(two.begin(), two.end(), "head_saved"), two.end()) << "two groups: one waits";
 }
 
 // Each warning says which features of the wave lie outside (not only the
