@@ -153,15 +153,15 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, uint6
   std::array<uint64_t, kCategoryCount> max{};
   auto at = [&](Category t) { return live[static_cast<size_t>(t)]; };
   MomentTracker moments(backward_start, w);
-  // Output bytes live at the mark, and those freed before it once something
-  // was made after the forward's last ranged event: every output allocation
-  // live when the backward began is one or the other. The backward began
-  // after the forward's last event, and made something before it freed
-  // anything (a loss outside every range: its gradient, then its saved
-  // tensors); what is freed before anything is made there, the forward's
-  // caller dropped as its forward returned.
+  // Output bytes live at the mark, and those freed between the forward's
+  // last ranged event and the mark: every output allocation live at any
+  // moment from the forward's end to the backward's start is one or the
+  // other. Those freed count though the group's own backward did not need
+  // them: a loss outside every range runs its backward first and frees its
+  // saved tensors, and a caller that drops a group's logits just before
+  // that group's backward holds them while other groups' backwards run
+  // first, which a wave of one group cannot show.
   int64_t left_at_mark = 0, left_at_mark_freed = 0;
-  bool backward_began = false;
   for (const Step& s : steps) {
     const size_t t = static_cast<size_t>(s.category);
     live[t] += s.delta;
@@ -170,10 +170,9 @@ void sweep_maxima(const std::vector<Made*>& made, uint64_t backward_start, uint6
     moments.on_step(s, rest, at(Category::kWorkspace));
     if (s.category == Category::kOutput && s.ordinal < std::min(head_until, backward_start) && s.delta > 0)
       w->head_saved_bytes = std::max(w->head_saved_bytes, static_cast<uint64_t>(live[t]));
-    if (mark && s.ordinal > mark->forward_end && s.ordinal < mark->ordinal && s.delta > 0) backward_began = true;
     if (mark && s.category == Category::kOutput && s.ordinal < mark->ordinal) {
       left_at_mark = live[t];
-      if (s.delta < 0 && backward_began) left_at_mark_freed -= s.delta;
+      if (s.delta < 0 && s.ordinal > mark->forward_end) left_at_mark_freed -= s.delta;
     }
     if (s.delta < 0) continue;
     if (s.category == Category::kOutput && s.ordinal < backward_start) continue;

@@ -748,8 +748,10 @@ TEST(LivenessGolden, EachGroupsForwardIsMeasuredWithoutItsHeadsBackward) {
 // Python helper leaves as a head's backward begins, head_saved stops there;
 // without it, at the first layer's backward, the head's backward included.
 // Between the forward's last ranged event and the mark, `between`:
-//   kTeardown   the forward's caller drops a temporary T (5t) of the head's
-//               forward: not what the forward left;
+//   kTeardown   the forward's caller drops T (5t), made by the head's
+//               forward, before the backward: in a wave of several groups
+//               a caller that drops it just before each group's backward
+//               holds it while the others run first;
 //   kLossFirst  a loss outside every range runs its backward first: makes
 //               the logits' gradient GL (3t), then frees L, which the
 //               forward had left.
@@ -819,8 +821,8 @@ TEST(LivenessGolden, TheHeadsBackwardMarkEndsWhatItsForwardLeft) {
   // Only head_saved reads the mark: the head's moment holds its backward.
   EXPECT_EQ(m.waves[0].moment_head_bytes, u.waves[0].moment_head_bytes);
   EXPECT_EQ(m.waves[0].moment_before_gradient_bytes, u.waves[0].moment_before_gradient_bytes);
-  // A temporary the caller dropped before the backward began is not kept.
-  EXPECT_EQ(head_saved_of("teardown", true, Between::kTeardown), 130u);
+  // What the caller dropped before the backward began is kept: L, G and T.
+  EXPECT_EQ(head_saved_of("teardown", true, Between::kTeardown), 180u);
   // Logits an unannotated loss's backward freed before the mark were still
   // what the forward left: counted, though no longer live there (with what
   // that backward made: 160).
