@@ -16,8 +16,9 @@ and recompute run on autograd's threads (on a GPU, one per device):
   after a frozen embedding) there is no such node; the range then closes after
   the AccumulateGrad of the last of the layer's trainable parameters that this
   backward will reach.
-- Head modules get head/<name> in every phase; as a head's backward begins
-  it leaves a mark, backward/head, which tells it from the head's forward.
+- Head modules get head/<name> in every phase; as a head's backward (or its
+  recompute, when checkpointed) begins it leaves a mark, backward/head,
+  which tells it from the head's forward.
 
 Both identity nodes return aliases of their inputs (no allocation) and save
 nothing, so checkpointing sees the same saved tensors in forward and recompute.
@@ -245,6 +246,10 @@ def _replace(values, indices, replacements):
 def _before(site, args):
     """Opens the forward (or recompute) range; attaches _End to the inputs."""
     phase = "recompute" if in_backward() else "forward"
+    if phase == "recompute" and site.head:
+        # A checkpointed head runs again inside the backward, before its own
+        # backward range can open: the backward had begun.
+        ranges.mark(HEAD_BACKWARD_MARK)
     entry = ranges.open_entry(site.names[phase], phase)
     call = None
     if torch.is_grad_enabled():

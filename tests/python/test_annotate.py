@@ -129,6 +129,24 @@ class SequenceTest(AnnotatedModelCase):
         self.assertTrue(balanced(self.recording.events))
         self.assertTrue(all(p.grad is not None for p in model.adapter_parameters()))
 
+    def test_a_checkpointed_heads_recompute_begins_with_the_mark(self):
+        model = support.tiny_model(LAYERS)
+        self.annotated(model)
+        ids, targets = support.tokens(6)
+        with peakscope.wave(tokens=6):
+            x = model.embedding(ids)
+            for layer in model.layers:
+                x = checkpoint(layer, x, use_reentrant=False)
+            head = lambda h: model.loss(model.lm_head(model.final_norm(h)), targets)  # noqa: E731
+            checkpoint(head, x, use_reentrant=True).backward()
+        ops = [(op, name) for _, op, name, _ in self.recording.events if op in ("push", "mark")]
+        first = ops.index(("mark", "backward/head"))
+        # The head ran in the forward without a mark; in the backward its
+        # recompute comes first, the mark before it.
+        self.assertIn(("push", "head/final_norm"), ops[:first])
+        self.assertEqual(ops[first + 1], ("push", "head/final_norm"))
+        self.assertNotIn(("mark", "backward/head"), ops[:first])
+
     def test_layer_offset_names_a_pipeline_stage(self):
         model = support.tiny_model(2)
         self.annotated(model, layer_offset=10)
