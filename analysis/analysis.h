@@ -5,19 +5,36 @@
 //
 // Streaming in two reads of the file, memory O(live allocations + waves)
 // (one more read, and the deferred events in memory, when the trace has
-// CUPTI's deferred events: see traces/deferred.h):
-//   1. peak pass (peak_pass.h): replay both memory levels, find the peak
-//      (first time reached), each wave's baseline and peak, and the waves'
-//      spans and payloads;
-//   2. lifetime pass (lifetime_pass.h): replay the chosen level again; when
-//      each allocation ends (freed, replaced, or still live at the end)
-//      classify it from where it was made and where it died, and hand it to
-//      the observers: the report's breakdowns (breakdowns.h: its bytes added
-//      to every snapshot, the peak and each wave's peak, its lifetime covers)
-//      and any the caller adds (liveness, the exporters' category log); and
-//      the live bytes by range at each optimizer step's end (step_growth.h).
-// An allocation live at the peak is therefore classified by where it is freed
-// later, which one pass could not know.
+// CUPTI's deferred events: see traces/deferred.h). The memory levels are
+// replayed once, in the second read:
+//   1. scan (peak_pass.h, PeakPass::Mode::kScan): no live table; the trace's
+//      counts and span (the timeline's buckets), the waves' spans and
+//      payloads (classification looks ahead to them), which level to
+//      analyse, and whether there are step ranges;
+//   2. lifetime pass (lifetime_pass.h): replay both levels (the other one
+//      for its counts), find the peak (first time reached) and each wave's
+//      baseline and peak as live bytes rise; when each allocation of the
+//      chosen level ends (freed, replaced, or still live at the end) classify
+//      it from where it was made and where it died, and hand it to the
+//      observers: the report's breakdowns (breakdowns.h: its bytes added to
+//      every snapshot its lifetime covers, the peak and each wave's peak) and
+//      any the caller adds (liveness, the exporters' category log); and the
+//      live bytes by range at each optimizer step's end (step_growth.h).
+// A snapshot found by the second read moves until it is final: what covers
+// it is held (bounded by what is live there) and dropped when it moves, and
+// classified once it stops (breakdowns.h).
+//
+// Two cases keep the reads' older order, the first read replaying both
+// levels and finding the peaks: an observer that needs the peaks before the
+// second read (LifetimeObserver::needs_peaks: the exporters' samples at each
+// peak), and a trace whose string table had a hole (PeakPass::saw_string_hole,
+// then the first read is done again). The answers are the same either way.
+//
+// An allocation live at the peak is classified by where it is freed later:
+// the peak's breakdown is complete only at the end of the second read. The
+// first read is what one read could not do without keeping every event: the
+// timeline's buckets need the trace's last time before its first sample, and
+// the classification the waves that have not begun yet.
 #pragma once
 
 #include <array>
@@ -44,6 +61,7 @@ struct AnalysisOptions {
   size_t timeline_points = 100;            // buckets of the live-bytes timeline; 0 for none
   // More observers of the second read (analysis/lifetime_pass.h), beside the
   // report's own: what liveness and the exporters collect from the same read.
+  // One whose needs_peaks() says so has the peaks found by the first read.
   std::vector<LifetimeObserver*> observers;
 };
 

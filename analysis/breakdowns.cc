@@ -8,7 +8,7 @@ namespace psc {
 SnapshotBreakdowns::SnapshotBreakdowns(const BreakdownInputs& inputs)
     : in_(inputs),
       timeline_(inputs.first_time_ns, inputs.last_time_ns, inputs.timeline_points),
-      groups_(inputs.snapshot_ordinals.size()) {
+      groups_(inputs.snapshot_ordinals.size() + inputs.found_snapshots) {
   std::vector<size_t> order(in_.snapshot_ordinals.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -17,6 +17,51 @@ SnapshotBreakdowns::SnapshotBreakdowns(const BreakdownInputs& inputs)
     sorted_ordinals_.push_back(in_.snapshot_ordinals[i]);
     sorted_snapshot_.push_back(i);
   }
+}
+
+void SnapshotBreakdowns::on_snapshot_moved(size_t snapshot, uint64_t ordinal) {
+  if (snapshot >= groups_.size()) return;
+  for (Moving& m : moving_) {
+    if (m.snapshot != snapshot) continue;
+    m.ordinal = ordinal;
+    m.held.clear();
+    return;
+  }
+  moving_.push_back(Moving{snapshot, ordinal, {}});
+}
+
+void SnapshotBreakdowns::on_snapshot_final(size_t snapshot) {
+  for (auto it = moving_.begin(); it != moving_.end(); ++it)
+    if (it->snapshot == snapshot) return stop(it);
+}
+
+// Its held lifetimes classified and added; later ones find it where known
+// snapshots are.
+void SnapshotBreakdowns::stop(std::vector<Moving>::iterator moving) {
+  Groups& groups = groups_[moving->snapshot];
+  for (const Held& h : moving->held) {
+    const Attribution a = in_.classifier->classify(h.facts);
+    GroupTotal& total = groups[GroupKey{h.range, a.layer, a.category, h.source}];
+    total.bytes += h.facts.bytes;
+    ++total.allocations;
+  }
+  add_known(moving->snapshot, moving->ordinal);
+  moving_.erase(moving);
+}
+
+void SnapshotBreakdowns::add_known(size_t snapshot, uint64_t ordinal) {
+  const auto at = std::upper_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), ordinal);
+  sorted_snapshot_.insert(sorted_snapshot_.begin() + (at - sorted_ordinals_.begin()), snapshot);
+  sorted_ordinals_.insert(at, ordinal);
+}
+
+// Its facts now: a range name whose text arrives later reads as "outside"
+// now, as the classification at this point always read it.
+void SnapshotBreakdowns::hold(LifetimeView& view, uint32_t source) {
+  const Lifetime& l = view.lifetime;
+  for (Moving& m : moving_)
+    if (l.alloc.ordinal <= m.ordinal && m.ordinal < l.end.ordinal)
+      m.held.push_back(Held{view.facts(), l.alloc.range.value, source});
 }
 
 void SnapshotBreakdowns::on_memory_event(const MemoryEventView& m) {
@@ -35,6 +80,7 @@ void SnapshotBreakdowns::on_lifetime(LifetimeView& view) {
       cupti_sources_.erase(it);
     }
   }
+  if (!moving_.empty()) hold(view, source);
   // Most lifetimes cover no snapshot: find that out before classifying.
   auto lo = std::lower_bound(sorted_ordinals_.begin(), sorted_ordinals_.end(), l.alloc.ordinal);
   if (lo == sorted_ordinals_.end() || *lo >= l.end.ordinal) return;
@@ -108,6 +154,7 @@ LiveBreakdown SnapshotBreakdowns::breakdown(const Groups& groups, const TraceMet
 }
 
 void SnapshotBreakdowns::on_finish(const TraceMeta& meta) {
+  while (!moving_.empty()) stop(moving_.begin());
   breakdowns_.clear();
   for (const Groups& g : groups_) breakdowns_.push_back(breakdown(g, meta));
 }

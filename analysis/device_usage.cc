@@ -294,6 +294,8 @@ struct DeviceUsagePass::State {
 DeviceUsagePass::DeviceUsagePass(const Inputs& inputs) : state_(std::make_unique<State>(inputs)) {}
 DeviceUsagePass::~DeviceUsagePass() = default;
 
+void DeviceUsagePass::set_peak_ordinal(uint64_t ordinal) { state_->inputs.peak_ordinal = ordinal; }
+
 void DeviceUsagePass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   State& s = *state_;
   for (size_t i = 0; i < count && s.ordinal < s.inputs.event_limit; ++i, ++s.ordinal) {

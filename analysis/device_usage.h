@@ -210,6 +210,9 @@ class DeviceUsagePass : public TraceVisitor {
   void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
 
+  // Where the trace's peak is, when the read this pass runs beside finds it
+  // (Inputs::peak_ordinal's meaning); before result().
+  void set_peak_ordinal(uint64_t ordinal);
   // Valid after the pass; spans give each wave's begin (for its baseline).
   DeviceUsage result(const std::vector<WaveSpan>& spans) const;
 

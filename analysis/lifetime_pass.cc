@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "analysis/peak_pass.h"
+
 namespace psc {
 namespace {
 
@@ -49,23 +51,53 @@ const Attribution& LifetimeView::attribution() {
 }
 
 LifetimePass::LifetimePass(const Inputs& inputs, std::vector<LifetimeObserver*> observers)
-    : in_(inputs), observers_(std::move(observers)), ranges_(*inputs.ranges), scope_(ranges_), replay_(this) {}
+    : in_(inputs), observers_(std::move(observers)), ranges_(*inputs.ranges), scope_(ranges_), replay_(this) {
+  if (in_.peaks)
+    for (LifetimeObserver* o : observers_) o->on_snapshot_moved(0, in_.peaks->peak.ordinal);
+}
+
+void LifetimePass::wave_changed(const ScopeTracker::Update& update, const Event& e, uint64_t ordinal) {
+  const size_t snapshot = static_cast<size_t>(update.wave) + 1;
+  if (update.change == ScopeTracker::Change::kWaveBegin) {
+    in_.peaks->wave_begin(update.wave, replay_.live_bytes(), ordinal, e);
+    for (LifetimeObserver* o : observers_) o->on_snapshot_moved(snapshot, ordinal);
+  } else if (update.change == ScopeTracker::Change::kWaveEnd) {
+    for (LifetimeObserver* o : observers_) o->on_snapshot_final(snapshot);
+  }
+}
 
 void LifetimePass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
   meta_ = &meta;
   for (size_t i = 0; i < count && ordinal_ < in_.event_limit; ++i) {
-    if (i + kPrefetchAhead < count && memory_level_of(events[i + kPrefetchAhead]) == in_.level)
-      replay_.prefetch(events[i + kPrefetchAhead]);
+    if (i + kPrefetchAhead < count) {
+      const Event& ahead = events[i + kPrefetchAhead];
+      if (memory_level_of(ahead) == in_.level)
+        replay_.prefetch(ahead);
+      else if (in_.peaks)
+        other_.prefetch(ahead);
+    }
     const Event& e = events[i];
     const uint64_t ordinal = ordinal_++;
     for (LifetimeObserver* o : observers_) o->on_event(e, ordinal, scope_, meta);
     if (!is_memory_event(e.kind)) {
-      scope_.on_event(e, ordinal, meta);
+      const ScopeTracker::Update update = scope_.on_event(e, ordinal, meta);
+      if (in_.peaks && update.change != ScopeTracker::Change::kNone) wave_changed(update, e, ordinal);
       continue;
     }
-    if (memory_level_of(e) != in_.level) continue;
+    if (memory_level_of(e) != in_.level) {
+      // Only its counts are asked for: where it was made is never read.
+      if (in_.peaks) other_.apply(e, EventSite{ordinal, {}, -1});
+      continue;
+    }
     const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
     const MemoryReplay::Effect effect = replay_.apply(e, site);
+    // The lifetimes this allocation ended (one it replaced) were handed over
+    // in apply, before the snapshots move to it.
+    if (in_.peaks && effect == MemoryReplay::Effect::kAllocated) {
+      in_.peaks->grew(replay_.live_bytes(), e, site, scope_.open_waves(), [&](size_t snapshot) {
+        for (LifetimeObserver* o : observers_) o->on_snapshot_moved(snapshot, ordinal);
+      });
+    }
     // Most memory events of a long trace have no range: skip the table then.
     const RangeName range = site.range.empty() ? RangeName{} : ranges_.lookup(site.range, meta);
     const MemoryEventView view{e, site, range, effect, replay_};
@@ -81,6 +113,8 @@ void LifetimePass::on_lifetime(const Lifetime& lifetime) {
 void LifetimePass::on_end(const TraceMeta& meta, const ReadStatus&) {
   meta_ = &meta;
   for (LifetimeObserver* o : observers_) o->on_events_end(meta);
+  live_at_end_bytes_ = replay_.live_bytes();
+  live_at_end_allocations_ = replay_.live_allocations();
   replay_.finish();
   for (LifetimeObserver* o : observers_) o->on_finish(meta);
 }

@@ -8,6 +8,10 @@
 //
 // A lifetime's facts and category are computed on first request and shared by
 // the observers, so a lifetime nobody asks about is never classified.
+//
+// The read may also find the peaks itself (Inputs::peaks, analysis.h): the
+// observers are then told where each snapshot is as it moves, and when it
+// stops moving.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@
 namespace psc {
 
 struct Analysis;
+struct PeakTracker;
 
 // The classifier's view of one lifetime (analysis/categories.h): the ranges
 // and waves it was made and ended in, its size, and whether an allocation made
@@ -76,6 +81,21 @@ class LifetimeObserver {
   virtual void on_lifetime(LifetimeView& lifetime) = 0;
   // After the last lifetime.
   virtual void on_finish(const TraceMeta& /*meta*/) {}
+
+  // Whether on_start needs the peaks (Analysis::peak, each wave's peak) and
+  // the memory summary: the analysis then finds them in a read before this
+  // one. Without, on_start is given the trace's summary and the waves' spans.
+  virtual bool needs_peaks() const { return false; }
+  // In a read that finds the peaks (LifetimePass::Inputs::peaks): snapshot
+  // `snapshot` (0 the peak, 1 + w wave w's, as PeakTracker numbers them) is
+  // now at `ordinal` (live there: made at or before it, ended after it). Told
+  // after the allocation that moved it was applied (so after the lifetime it
+  // replaced, if any, was handed over), before on_memory_event. The peak's
+  // begins at 0 (told before the first event), a wave's at its start.
+  virtual void on_snapshot_moved(size_t /*snapshot*/, uint64_t /*ordinal*/) {}
+  // Wave w's snapshot (1 + w) moves no more: the wave ended. The peak's, and
+  // those of waves the trace stops inside, stop with the read (on_finish).
+  virtual void on_snapshot_final(size_t /*snapshot*/) {}
 };
 
 class LifetimePass : public TraceVisitor, private LifetimeSink {
@@ -88,22 +108,37 @@ class LifetimePass : public TraceVisitor, private LifetimeSink {
     // have grown since, and both reads must describe the same prefix.
     uint64_t event_limit = 0;
     const std::vector<WaveSpan>* waves = nullptr;  // from the first read, for look-ahead
+    // Non-null: this read finds the analysed level's peaks (into *peaks),
+    // tells the observers where the snapshots are, and replays the other
+    // level for its counts; the first read replayed neither.
+    PeakTracker* peaks = nullptr;
   };
   LifetimePass(const Inputs& inputs, std::vector<LifetimeObserver*> observers);
 
   void on_events(const Event* events, size_t count, const TraceMeta& meta) override;
   void on_end(const TraceMeta& meta, const ReadStatus& status) override;
 
+  // After the read: each level's counts (the other's only with Inputs::peaks),
+  // and what was live when the events ended.
+  const MemoryCounts& counts() const { return replay_.counts(); }
+  const MemoryCounts& other_counts() const { return other_.counts(); }
+  uint64_t live_at_end_bytes() const { return live_at_end_bytes_; }
+  uint64_t live_at_end_allocations() const { return live_at_end_allocations_; }
+
  private:
   void on_lifetime(const Lifetime& lifetime) override;
+  void wave_changed(const ScopeTracker::Update& update, const Event& e, uint64_t ordinal);
 
   Inputs in_;
   std::vector<LifetimeObserver*> observers_;
   RangeTable ranges_;
   ScopeTracker scope_;
   MemoryReplay replay_;
+  MemoryReplay other_;  // the level not analysed, with Inputs::peaks only
   const TraceMeta* meta_ = nullptr;
   uint64_t ordinal_ = 0;
+  uint64_t live_at_end_bytes_ = 0;
+  size_t live_at_end_allocations_ = 0;
 };
 
 }  // namespace psc

@@ -38,9 +38,11 @@ void LiveTable::grow() {
   --shift_;
   for (const Slot& s : old) {
     if (!s.used()) continue;
-    size_t i = index_of(s.value.device, s.address);
+    const size_t home = index_of(s.value.device, s.address);
+    size_t i = home;
     while (slots_[i].used()) i = (i + 1) & mask_;
     slots_[i] = s;
+    slots_[i].value.probe_distance = stored_distance((i - home) & mask_);
   }
 }
 
@@ -48,13 +50,16 @@ bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& v
   if (value.ordinal == kFree) throw std::invalid_argument("LiveTable::insert: ordinal UINT64_MAX marks a free slot");
   // Load factor at most 1/2 keeps linear probes short.
   if ((size_ + 1) * 2 > slots_.size()) grow();
-  size_t i = index_of(device, address);
+  const size_t home = index_of(device, address);
+  size_t i = home;
   while (slots_[i].used()) {
     Slot& s = slots_[i];
     if (s.address == address && s.value.device == device) {
+      const uint8_t distance = s.value.probe_distance;
       copy_value(replaced, s.value);
       copy_value(&s.value, value);
       s.value.device = device;
+      s.value.probe_distance = distance;
       return true;
     }
     i = (i + 1) & mask_;
@@ -63,6 +68,7 @@ bool LiveTable::insert(int16_t device, uint64_t address, const LiveAllocation& v
   s.address = address;
   copy_value(&s.value, value);
   s.value.device = device;
+  s.value.probe_distance = stored_distance((i - home) & mask_);
   ++size_;
   return false;
 }
@@ -83,10 +89,14 @@ bool LiveTable::erase(int16_t device, uint64_t address, LiveAllocation* removed)
   while (true) {
     j = (j + 1) & mask_;
     if (!slots_[j].used()) break;
-    const size_t home = index_of(slots_[j].value.device, slots_[j].address);
-    const bool home_in_gap = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-    if (home_in_gap) continue;
+    // Its home lies in (hole, j] when it sits fewer than j - hole slots past
+    // it: its kept distance spares the key's hash here.
+    const size_t gap = (j - hole) & mask_;
+    size_t distance = slots_[j].value.probe_distance;
+    if (distance == kFarFromHome) distance = (j - index_of(slots_[j].value.device, slots_[j].address)) & mask_;
+    if (distance < gap) continue;
     slots_[hole] = slots_[j];
+    slots_[hole].value.probe_distance = stored_distance(distance - gap);
     hole = j;
   }
   slots_[hole].value.ordinal = kFree;
@@ -112,8 +122,8 @@ MemoryReplay::Effect MemoryReplay::apply(const Event& e, const EventSite& site) 
     return Effect::kNone;
   }
   if (e.kind == EventKind::kAlloc) {
-    const LiveAllocation a{site.ordinal, e.seq,     e.time_ns, e.bytes,  counts_.allocs,
-                           site.range,   site.wave, e.thread,  e.memory, e.device};
+    const LiveAllocation a{site.ordinal, e.seq,    e.time_ns, e.bytes, counts_.allocs, site.range,
+                           site.wave,    e.thread, e.memory,  0,       e.device};
     LiveAllocation old;
     if (table_.insert(e.device, e.address, a, &old)) {
       ++counts_.replaced;

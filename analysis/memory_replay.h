@@ -28,6 +28,10 @@ enum class MemoryLevel : uint8_t { kAllocated = 0, kReserved = 1 };
 constexpr int kMemoryLevelCount = 2;
 const char* memory_level_name(MemoryLevel level);
 
+inline MemoryLevel other_level(MemoryLevel level) {
+  return level == MemoryLevel::kAllocated ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
+}
+
 inline MemoryLevel memory_level_of(const Event& e) {
   return (e.flags & kFlagReserved) ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
 }
@@ -51,6 +55,10 @@ struct LiveAllocation {
   int32_t wave;
   uint32_t thread;
   MemoryKind memory;
+  // The live table's own: how far the slot holding it lies past its home
+  // slot (kFarFromHome when that far or farther). Whatever a caller sets is
+  // overwritten when the value is stored.
+  uint8_t probe_distance;
   int16_t device;
 };
 
@@ -101,6 +109,13 @@ struct MemoryCounts {
 // thousands of live blocks every lookup misses the cache, and a hit then costs
 // one line, not two. prefetch() lets a caller that sees events ahead (a
 // batch) start that miss early.
+//
+// Where each allocation sits is part of the outputs: for_each visits slots in
+// order, so MemoryReplay::finish hands the allocations still live over in
+// that order, and liveness pairs a cold wave's survivors with a warm wave's
+// in the order it is given them (estimator/wave_rules.cc). A table that
+// places them otherwise (tombstones, Robin Hood, another growth rule) changes
+// what calibrate and report print on some traces.
 class LiveTable {
  public:
   LiveTable();
@@ -136,6 +151,14 @@ class LiveTable {
   // The key's device is the value's own; a slot is free when its value's
   // ordinal is kFree (no event's: ordinals count a trace's events).
   static constexpr uint64_t kFree = UINT64_MAX;
+  // Each value keeps its slot's distance from its home slot (probe_distance),
+  // so that a free's backward shift, which asks it of every member of the
+  // probe run after the hole, need not hash their keys again: the slots
+  // stay where they were (the order for_each visits is unchanged).
+  static constexpr uint8_t kFarFromHome = UINT8_MAX;
+  static uint8_t stored_distance(size_t distance) {
+    return static_cast<uint8_t>(distance < kFarFromHome ? distance : kFarFromHome);
+  }
   struct alignas(64) Slot {
     uint64_t address = 0;
     LiveAllocation value = free_value();

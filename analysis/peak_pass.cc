@@ -11,16 +11,6 @@ constexpr size_t kPrefetchAhead = 8;
 
 }  // namespace
 
-void PeakPass::grew(LevelScan& level, const Event& e, const EventSite& site) {
-  const uint64_t live = level.replay.live_bytes();
-  auto raise = [&](PeakPoint& p) {
-    if (live <= p.bytes) return;  // strictly greater: the first time a maximum is reached
-    p = PeakPoint{live, true, site.ordinal, e.seq, e.time_ns, site.range, e.thread};
-  };
-  raise(level.peak);
-  for (int32_t w : scope_.open_waves()) raise(level.waves[static_cast<size_t>(w)].peak);
-}
-
 void PeakPass::check_step_range(const Event& e, const TraceMeta& meta) {
   // A name whose text has not arrived is not cached: it may still come.
   if (e.name.empty() || e.name.value >= meta.strings.size()) return;
@@ -30,9 +20,16 @@ void PeakPass::check_step_range(const Event& e, const TraceMeta& meta) {
   if (saw_step_range_) step_names_.clear();
 }
 
+void PeakPass::check_strings(const TraceMeta& meta) {
+  // Entries already looked at stay non-empty: a string's text arrives once.
+  for (; strings_checked_ < meta.strings.size() && !string_hole_; ++strings_checked_)
+    string_hole_ = meta.strings[strings_checked_].empty();
+}
+
 void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& meta) {
+  if (!string_hole_) check_strings(meta);
   for (size_t i = 0; i < count; ++i) {
-    if (i + kPrefetchAhead < count) {
+    if (replay_ && i + kPrefetchAhead < count) {
       const Event& ahead = events[i + kPrefetchAhead];
       levels_[static_cast<int>(memory_level_of(ahead))].replay.prefetch(ahead);
     }
@@ -45,22 +42,21 @@ void PeakPass::on_events(const Event* events, size_t count, const TraceMeta& met
     last_seq_ = std::max(last_seq_, e.seq);
 
     if (is_memory_event(e.kind)) {
+      if (!replay_) {
+        count_allocation(e);
+        continue;
+      }
       LevelScan& level = levels_[static_cast<int>(memory_level_of(e))];
       const EventSite site{ordinal, scope_.attributed_range(e), scope_.current_wave()};
-      if (level.replay.apply(e, site) == MemoryReplay::Effect::kAllocated) grew(level, e, site);
+      if (level.replay.apply(e, site) == MemoryReplay::Effect::kAllocated)
+        level.grew(level.replay.live_bytes(), e, site, scope_.open_waves(), [](size_t) {});
       continue;
     }
     if (!saw_step_range_ && (e.kind == EventKind::kRangePush || e.kind == EventKind::kRangeStart))
       check_step_range(e, meta);
     const ScopeTracker::Update update = scope_.on_event(e, ordinal, meta);
     if (update.change != ScopeTracker::Change::kWaveBegin) continue;
-    for (LevelScan& level : levels_) {
-      // A wave that never grows peaks at its baseline, snapshotted at its start.
-      level.waves.resize(static_cast<size_t>(update.wave) + 1);
-      LevelScan::Wave& w = level.waves.back();
-      w.baseline_bytes = level.replay.live_bytes();
-      w.peak = PeakPoint{w.baseline_bytes, false, ordinal, e.seq, e.time_ns, {}, e.thread};
-    }
+    for (LevelScan& level : levels_) level.wave_begin(update.wave, level.replay.live_bytes(), ordinal, e);
   }
 }
 
@@ -70,12 +66,15 @@ void PeakPass::on_end(const TraceMeta& meta, const ReadStatus& status) {
 }
 
 MemoryLevel PeakPass::chosen_level() const {
-  if (level(MemoryLevel::kAllocated).replay.counts().allocs > 0) return MemoryLevel::kAllocated;
-  if (level(MemoryLevel::kReserved).replay.counts().allocs > 0) return MemoryLevel::kReserved;
+  auto allocations = [&](MemoryLevel l) {
+    return replay_ ? level(l).replay.counts().allocs : allocations_[static_cast<int>(l)];
+  };
+  if (allocations(MemoryLevel::kAllocated) > 0) return MemoryLevel::kAllocated;
+  if (allocations(MemoryLevel::kReserved) > 0) return MemoryLevel::kReserved;
   return (meta_.header.flags & format::kHeaderReservedLevel) ? MemoryLevel::kReserved : MemoryLevel::kAllocated;
 }
 
-void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel chosen) const {
+void PeakPass::fill_trace(TraceSummary* trace) const {
   trace->path = meta_.path;
   trace->status = status_;
   trace->header = meta_.header;
@@ -99,18 +98,25 @@ void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLe
   }
   trace->events_by_kind = by_kind_;
   trace->unmatched_range_ends = scope_.unmatched_pops();
+}
 
+void PeakPass::fill_summary(TraceSummary* trace, MemorySummary* memory, MemoryLevel chosen) const {
+  fill_trace(trace);
   const LevelScan& analysed = level(chosen);
-  const LevelScan& other = level(chosen == MemoryLevel::kAllocated ? MemoryLevel::kReserved : MemoryLevel::kAllocated);
+  fill_memory(memory, chosen, analysed.replay.counts(), level(other_level(chosen)).replay.counts());
+  memory->live_at_end_bytes = analysed.replay.live_bytes();
+  memory->live_at_end_allocations = analysed.replay.live_allocations();
+}
+
+void PeakPass::fill_memory(MemorySummary* memory, MemoryLevel chosen, const MemoryCounts& analysed,
+                           const MemoryCounts& other) const {
   memory->level = chosen;
-  memory->counts = analysed.replay.counts();
-  const MemoryCounts& oc = other.replay.counts();
-  memory->other_level_events = oc.allocs + oc.frees + oc.nested + oc.failed + oc.unmatched_frees + oc.null_frees;
+  memory->counts = analysed;
+  memory->other_level_events =
+      other.allocs + other.frees + other.nested + other.failed + other.unmatched_frees + other.null_frees;
   memory->maps = by_kind_[static_cast<int>(EventKind::kMap)];
   memory->unmaps = by_kind_[static_cast<int>(EventKind::kUnmap)];
   memory->counters = by_kind_[static_cast<int>(EventKind::kCounter)];
-  memory->live_at_end_bytes = analysed.replay.live_bytes();
-  memory->live_at_end_allocations = analysed.replay.live_allocations();
 }
 
 }  // namespace psc

@@ -101,6 +101,9 @@ class CategoryPass : public LifetimeObserver {
  public:
   CategoryPass(CategoryLog* log, size_t sample_points) : log_(log), sample_points_(sample_points) {}
 
+  // The samples include each peak's own event: where they are is needed from the start.
+  bool needs_peaks() const override { return sample_points_ > 0; }
+
   void on_start(const Analysis& a) override {
     if (sample_points_ == 0) return;
     const uint64_t first = a.trace.first_time_ns, last = std::max(a.trace.last_time_ns, first);

@@ -3,8 +3,10 @@
 // wave payload parser, the timeline, and byte formatting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <vector>
 
 #include "analysis/categories.h"
 #include "analysis/memory_replay.h"
@@ -12,6 +14,7 @@
 #include "analysis/report_text.h"
 #include "analysis/scope_tracker.h"
 #include "analysis/timeline.h"
+#include "traces/device_address.h"
 
 namespace psc {
 namespace {
@@ -184,6 +187,53 @@ TEST(AnalysisLifetimes, LiveTableRefusesTheFreeSlotsOrdinal) {
   EXPECT_EQ(out.device, -1);
   EXPECT_FALSE(table.erase(-1, 0x10, &out));
   EXPECT_EQ(table.size(), 1u);
+}
+
+// A probe run longer than a slot's kept distance can say (255): keys whose
+// hashes all pick the same home slot of the first table (1024 slots, the
+// hash's top 10 bits), then some freed from its middle. The table must keep
+// answering as a map does, and place the rest where a table that hashes
+// every key again would: the slot order for_each visits.
+TEST(AnalysisLifetimes, LiveTableLongProbeRunsMatchAMap) {
+  std::vector<uint64_t> same_home;
+  const uint64_t home = device_address_mix(0, 0x7f0000000000) >> 54;
+  for (uint64_t a = 0x7f0000000000; same_home.size() < 300; a += 64)
+    if (device_address_mix(0, a) >> 54 == home) same_home.push_back(a);
+  LiveTable table;
+  std::map<uint64_t, uint64_t> oracle;
+  LiveAllocation out{};
+  for (size_t i = 0; i < same_home.size(); ++i) {
+    LiveAllocation a{};
+    a.ordinal = i;
+    a.bytes = i;
+    EXPECT_FALSE(table.insert(0, same_home[i], a, &out));
+    oracle[same_home[i]] = i;
+  }
+  for (size_t i = 0; i < same_home.size(); i += 3) {
+    ASSERT_TRUE(table.erase(0, same_home[i], &out));
+    EXPECT_EQ(out.bytes, oracle[same_home[i]]);
+    oracle.erase(same_home[i]);
+  }
+  // Every key left reads back its value.
+  std::vector<uint64_t> visited;
+  table.for_each([&](int16_t, uint64_t address, const LiveAllocation& a) {
+    visited.push_back(address);
+    EXPECT_EQ(a.bytes, oracle.at(address));
+  });
+  // What is left closes up from the home slot, in the order it was made; the
+  // run may wrap past the table's last slot, which for_each visits first.
+  std::vector<std::pair<uint64_t, uint64_t>> by_slot;  // slot, address
+  for (size_t i = 0, k = 0; i < same_home.size(); ++i)
+    if (i % 3 != 0) by_slot.push_back({(home + k++) % 1024, same_home[i]});
+  std::sort(by_slot.begin(), by_slot.end());
+  std::vector<uint64_t> expected;
+  for (const auto& [slot, address] : by_slot) expected.push_back(address);
+  EXPECT_EQ(visited, expected);
+  for (const auto& [address, bytes] : oracle) {
+    ASSERT_TRUE(table.erase(0, address, &out));
+    EXPECT_EQ(out.bytes, bytes);
+  }
+  EXPECT_EQ(table.size(), 0u);
 }
 
 // ---- classification ----------------------------------------------------------------
