@@ -127,11 +127,14 @@ expect '! grep -E "^after ([0-9]+) waves?: calibration: ([0-9]+) waves" "$TMP/fo
   "a calibration learnt from a wave still running"
 expect 'grep -q "still lacking: a cold wave and a warm wave" "$TMP/follow.txt"' "no line said what the early waves lack"
 # After one size of waves, two more are lacking (not "1"); after two, one.
+# Which of those states a poll sees depends on the machine's speed (a wave
+# of 128 tokens can end between two polls), so: at least one such line, and
+# every one adds up to three with the sizes seen.
+expect 'grep -qE "still lacking: [12] more token counts? of waves \([12] so far" "$TMP/follow.txt"' \
+  "no line said how many more token counts are lacking"
 expect '! grep -E "still lacking: [0-9]+ more token counts? of waves \(([0-9]+) so far" "$TMP/follow.txt" |
         sed -E "s/.*lacking: ([0-9]+) more .*\(([0-9]+) so far.*/\1 \2/" | awk "{ if (\$1 + \$2 != 3) bad = 1 } END { exit !bad }"' \
   "the token counts still lacking do not add up to three with those seen"
-expect 'grep -q "still lacking: 2 more token counts of waves (1 so far" "$TMP/follow.txt"' \
-  "after the first wave, two more token counts were not said to be lacking"
 expect 'grep -q "^reloaded True again False" "$TMP/follow.txt"' "Calibration.reload() did not read the rewritten file once"
 expect 'grep -q "^same price after reload True" "$TMP/follow.txt"' "a reloaded calibration prices differently from a fresh load"
 
