@@ -55,8 +55,8 @@ class LivenessPass : public LifetimeObserver {
     const size_t wave = static_cast<size_t>(m.site.wave);
     if (m.site.wave < 0 || wave >= backward_start_.size()) return;
     if (backward_start_[wave] == UINT64_MAX && is_layer_backward(m.range)) backward_start_[wave] = m.site.ordinal;
-    // The last event of the forward's head or layers so far: before a head's
-    // backward mark, the forward's last (HeadRanges::forward_ends).
+    // The last event of the forward's head or layers so far: at a head's
+    // backward mark, the forward's last (HeadRanges::Mark::forward_end).
     if (m.range.phase == Phase::kHead || m.range.phase == Phase::kForward)
       head_ranges[wave].forward_end = m.site.ordinal;
   }

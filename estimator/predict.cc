@@ -139,9 +139,9 @@ bool priced_by_moments(const Calibration& c) {
 // What a group of `size` holds while another group's backward runs before
 // its own: measured on groups that waited, never above what its forward left
 // (head_saved: nothing of a group is made while it waits), the bound that
-// stands for it where no group waited. The measured
-// term alone can exceed that bound only where it takes its conservative
-// growth (beyond the sizes that waited, or from fewer than three of them).
+// stands for it where no group waited. The measured term alone can exceed
+// that bound only where it takes its conservative growth (beyond the sizes
+// that waited, or from fewer than three of them).
 // Only the term that decides is noted as read.
 uint64_t waiting_at(const Reader& r, WaveSize size) {
   const Calibration& c = r.c;
